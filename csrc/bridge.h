@@ -1,0 +1,23 @@
+// The table's five functions and the helpers they share. Every entry point is noexcept.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "torch_dlpack_bridge/dlpack.h"
+
+namespace tdb {
+
+// The process-wide table (lives as long as the process).
+extern DLPackExchangeAPI g_exchange_api;
+
+int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept;
+int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersioned** out) noexcept;
+int managed_tensor_to_py_object_no_sync(DLManagedTensorVersioned* tensor, void** out_py_object) noexcept;
+int managed_tensor_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                             void (*set_error)(void*, const char*, const char*)) noexcept;
+int current_work_stream(DLDeviceType device_type, int32_t device_id, void** out_stream) noexcept;
+
+// Owning export of a tensor (throws tdb::Error or c10::Error); shared by the exporter and the allocator.
+DLManagedTensorVersioned* export_owning(const at::Tensor& tensor);
+
+}  // namespace tdb

@@ -1,0 +1,146 @@
+// Export: torch tensor -> DLTensor (borrowed) and DLManagedTensorVersioned (owned).
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "bridge.h"
+#include "errors.h"
+#include "mapping.h"
+
+namespace tdb {
+namespace {
+
+// A real C-level subtype check: PyObject_IsInstance would consult __class__ and __instancecheck__, so an
+// object that lies about its class could pass and be unpacked as a tensor.
+inline bool is_torch_tensor(PyObject* obj) noexcept {
+  PyTypeObject* type = Py_TYPE(obj);
+  auto* tensor_type = reinterpret_cast<PyTypeObject*>(THPVariableClass);
+  return type == tensor_type || type == reinterpret_cast<PyTypeObject*>(ParameterClass) ||
+         (tensor_type != nullptr && PyType_IsSubtype(type, tensor_type));
+}
+
+int raise_not_a_tensor(PyObject* obj) noexcept {
+  if (obj == nullptr) return raise_python(ErrorKind::Type, "expected a torch.Tensor, got NULL");
+  PyErr_Format(PyExc_TypeError, "expected a torch.Tensor, got %.200s", Py_TYPE(obj)->tp_name);
+  return -1;
+}
+
+// Explains why `t` cannot be exported; called only once the fast check below has failed.
+[[noreturn]] void refuse(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  const std::string prefix = "torch_dlpack_bridge: cannot export ";
+  if (impl->is_nested()) fail(ErrorKind::Buffer, prefix + "a nested tensor: DLPack describes strided tensors only");
+  if (impl->layout() != c10::kStrided) {
+    fail(ErrorKind::Buffer, prefix + "a tensor with layout " + c10::str(impl->layout()) +
+                                ": DLPack describes strided tensors only (use .to_dense())");
+  }
+  if (impl->is_quantized()) {
+    fail(ErrorKind::Buffer, prefix + "a quantized tensor (" + std::string(c10::toString(impl->dtype().toScalarType())) +
+                                "): DLPack has no quantized types (use .dequantize() or .int_repr())");
+  }
+  if (dl_dtype_of(impl->dtype().toScalarType()).bits == 0) {
+    fail(ErrorKind::Buffer, prefix + "dtype " + std::string(c10::toString(impl->dtype().toScalarType())) +
+                                ": DLPack has no equivalent");
+  }
+  if (impl->is_conj()) {
+    fail(ErrorKind::Buffer, prefix + "a tensor with the conjugate bit set: call .resolve_conj() first");
+  }
+  if (impl->is_neg()) fail(ErrorKind::Buffer, prefix + "a tensor with the negative bit set: call .resolve_neg() first");
+  if (impl->device_type() == c10::DeviceType::Meta) fail(ErrorKind::Buffer, prefix + "a meta tensor: it has no data");
+  if (dl_device_type_of(impl->device_type()) == 0) {
+    fail(ErrorKind::Buffer,
+         prefix + "a tensor on " + c10::DeviceTypeName(impl->device_type(), true) + ": DLPack has no such device");
+  }
+  if (impl->has_symbolic_sizes_strides()) {
+    fail(ErrorKind::Buffer, prefix + "a tensor with symbolic sizes or strides (traced or fake tensor)");
+  }
+  fail(ErrorKind::Buffer, prefix + "a tensor without real storage on its device "
+                                   "(a wrapper subclass, FakeTensor or functional tensor)");
+}
+
+// Fills `out` from `t`, borrowing shape and strides from the tensor's own metadata (no allocation).
+inline void describe(const at::Tensor& t, DLTensor& out) {
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  const DLDataType dtype = dl_dtype_of(impl->dtype().toScalarType());
+  const int32_t device_type = dl_device_type_of(impl->device_type());
+  // One branch for the common case; refuse() works out which rule was broken.
+  if (C10_UNLIKELY(dtype.bits == 0 || device_type == 0 || impl->layout() != c10::kStrided || impl->is_nested() ||
+                   impl->is_conj() || impl->is_neg() || impl->has_symbolic_sizes_strides() ||
+                   !impl->has_storage() || impl->unsafe_storage().device_type() != impl->device_type())) {
+    refuse(t);
+  }
+  const c10::IntArrayRef sizes = impl->sizes();
+  out.ndim = static_cast<int32_t>(sizes.size());
+  out.shape = const_cast<int64_t*>(sizes.data());
+  out.strides = const_cast<int64_t*>(impl->strides().data());
+  out.dtype = dtype;
+  out.device.device_type = static_cast<DLDeviceType>(device_type);
+  out.device.device_id = device_type == kDLCPU ? 0 : impl->device().index();
+  // mutable_data() materializes a lazily-cloned (copy-on-write) storage: the consumer may write.
+  out.data = impl->numel() == 0 ? nullptr : impl->mutable_data();
+  out.byte_offset = 0;
+}
+
+// One allocation: the managed struct, then shape and strides. It holds the storage, not the tensor, so an
+// in-place set_() or resize_() on the source cannot free the memory or change the metadata we handed out.
+struct OwnedExport {
+  DLManagedTensorVersioned managed;
+  c10::Storage storage;
+
+  int64_t* dims() noexcept { return reinterpret_cast<int64_t*>(this + 1); }
+};
+static_assert(sizeof(OwnedExport) % alignof(int64_t) == 0, "dims must follow the struct aligned");
+static_assert(offsetof(OwnedExport, managed) == 0, "the deleter casts the managed struct back to its holder");
+
+// Safe from any thread, with or without the GIL, after interpreter shutdown: it touches no Python object.
+void delete_owned_export(DLManagedTensorVersioned* self) noexcept {
+  if (self == nullptr) return;
+  auto* holder = reinterpret_cast<OwnedExport*>(self);
+  holder->~OwnedExport();
+  std::free(holder);
+}
+
+}  // namespace
+
+DLManagedTensorVersioned* export_owning(const at::Tensor& t) {
+  DLTensor view;
+  describe(t, view);
+  const size_t ndim = static_cast<size_t>(view.ndim);
+  void* memory = std::malloc(sizeof(OwnedExport) + 2 * ndim * sizeof(int64_t));
+  if (memory == nullptr) throw std::bad_alloc();
+  auto* holder = new (memory) OwnedExport{{}, t.unsafeGetTensorImpl()->unsafe_storage()};
+  int64_t* dims = holder->dims();
+  if (ndim > 0) {
+    std::memcpy(dims, view.shape, ndim * sizeof(int64_t));
+    std::memcpy(dims + ndim, view.strides, ndim * sizeof(int64_t));
+  }
+  view.shape = ndim > 0 ? dims : nullptr;
+  view.strides = ndim > 0 ? dims + ndim : nullptr;
+  DLManagedTensorVersioned& m = holder->managed;
+  m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  m.manager_ctx = holder;
+  m.deleter = delete_owned_export;
+  m.flags = 0;
+  m.dl_tensor = view;
+  return &m;
+}
+
+int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
+  auto* obj = static_cast<PyObject*>(py_object);
+  if (C10_UNLIKELY(obj == nullptr || !is_torch_tensor(obj))) return raise_not_a_tensor(obj);
+  if (C10_UNLIKELY(out == nullptr)) return raise_python(ErrorKind::Value, "out must not be NULL");
+  return guarded([&] { describe(THPVariable_Unpack(obj), *out); });
+}
+
+int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersioned** out) noexcept {
+  auto* obj = static_cast<PyObject*>(py_object);
+  if (C10_UNLIKELY(obj == nullptr || !is_torch_tensor(obj))) return raise_not_a_tensor(obj);
+  if (C10_UNLIKELY(out == nullptr)) return raise_python(ErrorKind::Value, "out must not be NULL");
+  *out = nullptr;
+  return guarded([&] { *out = export_owning(THPVariable_Unpack(obj)); });
+}
+
+}  // namespace tdb

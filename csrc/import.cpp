@@ -1,0 +1,112 @@
+// Import: DLManagedTensorVersioned from any producer -> torch tensor, without a copy.
+#include <c10/core/Storage.h>
+#include <c10/core/TensorImpl.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <string>
+
+#include "bridge.h"
+#include "errors.h"
+#include "mapping.h"
+
+namespace tdb {
+namespace {
+
+// Runs the producer's deleter; the DataPtr of the imported storage calls this when the last view dies.
+void release_producer_tensor(void* ctx) noexcept {
+  auto* m = static_cast<DLManagedTensorVersioned*>(ctx);
+  if (m->deleter != nullptr) m->deleter(m);
+}
+
+// Bytes spanned by a strided tensor with `numel` > 0 elements, checking every step for overflow.
+size_t span_bytes(const DLTensor& t, const int64_t* strides, size_t item_size) {
+  uint64_t last = 0;  // offset, in elements, of the last element
+  for (int32_t i = 0; i < t.ndim; ++i) {
+    uint64_t step;
+    if (strides[i] < 0) fail(ErrorKind::Buffer, "torch tensors cannot have negative strides");
+    if (__builtin_mul_overflow(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(strides[i]), &step) ||
+        __builtin_add_overflow(last, step, &last)) {
+      fail(ErrorKind::Value, "DLPack tensor extent overflows");
+    }
+  }
+  uint64_t bytes;
+  if (__builtin_add_overflow(last, 1, &last) || __builtin_mul_overflow(last, item_size, &bytes) ||
+      bytes > static_cast<uint64_t>(INT64_MAX)) {
+    fail(ErrorKind::Value, "DLPack tensor extent overflows");
+  }
+  return static_cast<size_t>(bytes);
+}
+
+// Contiguous strides for a producer older than DLPack 1.2, where NULL strides meant row-major.
+void row_major_strides(const DLTensor& t, int64_t* strides) {
+  int64_t step = 1;
+  for (int32_t i = t.ndim - 1; i >= 0; --i) {
+    strides[i] = step;
+    if (t.shape[i] > 1 && __builtin_mul_overflow(step, t.shape[i], &step)) {
+      fail(ErrorKind::Value, "DLPack tensor extent overflows");
+    }
+  }
+}
+
+// Validates `m` and builds the tensor. Until the DataPtr is made, ownership stays with the caller.
+at::Tensor import_tensor(DLManagedTensorVersioned* m, bool& owned_by_tensor) {
+  const DLTensor& t = m->dl_tensor;
+  const int64_t numel = checked_numel(t.ndim, t.shape);
+  const c10::ScalarType scalar_type = torch_dtype_of(t.dtype, ErrorKind::Buffer);
+  if ((m->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) && t.dtype.bits < 8) {
+    fail(ErrorKind::Buffer, "padded sub-byte DLPack data has no torch equivalent (torch packs fp4 pairs)");
+  }
+  int64_t contiguous[kMaxDims];
+  const int64_t* strides = t.strides;
+  if (t.ndim > 0 && strides == nullptr) {
+    if (m->version.minor >= 2) fail(ErrorKind::Value, "DLPack >= 1.2 tensor has ndim > 0 and NULL strides");
+    row_major_strides(t, contiguous);
+    strides = contiguous;
+  }
+  if (numel > 0 && t.data == nullptr) fail(ErrorKind::Value, "DLPack tensor has elements but NULL data");
+  const size_t item_size = c10::elementSize(scalar_type);
+  const size_t nbytes = numel == 0 ? 0 : span_bytes(t, strides, item_size);
+  const c10::Device device = device_of(t.device);
+
+  // From here on the DataPtr owns `m`: any exception releases it through the producer's deleter, once.
+  void* data = t.data == nullptr ? nullptr : static_cast<char*>(t.data) + t.byte_offset;
+  c10::DataPtr data_ptr(data, m, release_producer_tensor, device);
+  owned_by_tensor = true;
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data_ptr), /*allocator=*/nullptr,
+                       /*resizable=*/false);
+  auto keys = c10::DispatchKeySet(c10::computeDispatchKey(scalar_type, c10::kStrided, device));
+  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), keys,
+                                                               c10::scalarTypeToTypeMeta(scalar_type));
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(c10::IntArrayRef(t.shape, static_cast<size_t>(t.ndim)),
+                                                      c10::IntArrayRef(strides, static_cast<size_t>(t.ndim)));
+  return tensor;
+}
+
+}  // namespace
+
+int managed_tensor_to_py_object_no_sync(DLManagedTensorVersioned* m, void** out_py_object) noexcept {
+  if (m == nullptr) return raise_python(ErrorKind::Value, "DLPack tensor must not be NULL");
+  if (out_py_object != nullptr) *out_py_object = nullptr;
+  // A different major version means a different layout: only the deleter may be touched.
+  if (m->version.major != DLPACK_MAJOR_VERSION || out_py_object == nullptr) {
+    const uint32_t major = m->version.major;
+    release_producer_tensor(m);
+    if (out_py_object == nullptr) return raise_python(ErrorKind::Value, "out_py_object must not be NULL");
+    PyErr_Format(PyExc_BufferError, "DLPack major version %u is not supported (expected %d)", major,
+                 DLPACK_MAJOR_VERSION);
+    return -1;
+  }
+  bool owned_by_tensor = false;
+  at::Tensor tensor;
+  const int status = guarded([&] { tensor = import_tensor(m, owned_by_tensor); });
+  if (status != 0) {
+    if (!owned_by_tensor) release_producer_tensor(m);
+    return -1;
+  }
+  PyObject* py = THPVariable_Wrap(std::move(tensor));  // on failure the tensor dies here, releasing `m`
+  if (py == nullptr) return -1;
+  *out_py_object = py;
+  return 0;
+}
+
+}  // namespace tdb

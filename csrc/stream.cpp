@@ -1,0 +1,38 @@
+// The current work stream of a device, through torch's device-generic guard interface.
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "bridge.h"
+#include "errors.h"
+#include "mapping.h"
+
+namespace tdb {
+namespace {
+
+void* native_handle(const c10::Stream& stream) {
+  // torch's MPS backend runs everything on one command queue of its own and offers no raw handle:
+  // NULL tells the consumer there is no stream to launch on (torch's own table says the same).
+  if (stream.device_type() == c10::DeviceType::MPS) return nullptr;
+#if TDB_TORCH_AT_LEAST(2, 11)
+  return stream.native_handle();  // cudaStream_t, hipStream_t, sycl::queue*, or a PrivateUse1 handle
+#else
+  fail(ErrorKind::Runtime, "current_work_stream needs torch >= 2.11 for non-CPU devices");
+#endif
+}
+
+}  // namespace
+
+int current_work_stream(DLDeviceType device_type, int32_t device_id, void** out_stream) noexcept {
+  if (C10_UNLIKELY(out_stream == nullptr)) return raise_python(ErrorKind::Value, "out_current_stream must not be NULL");
+  *out_stream = nullptr;
+  if (device_type == kDLCPU || device_type == kDLCUDAHost || device_type == kDLROCMHost) return 0;
+  return guarded([&] {
+    // device_of checks the id against deviceCount() first: on older torch getStream is noexcept and an
+    // unknown device would terminate the process instead of throwing.
+    const c10::Device device = device_of({device_type, device_id});
+    if (device.is_cpu()) return;
+    *out_stream = native_handle(c10::impl::getDeviceGuardImpl(device.type())->getStream(device));
+  });
+}
+
+}  // namespace tdb

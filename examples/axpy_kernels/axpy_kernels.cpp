@@ -1,0 +1,99 @@
+// axpy_kernels: CPU kernels that take torch tensors (or any DLPack 1.3 producer's tensors) through
+// torch_dlpack_bridge/consumer.h. No torch headers, no torch link: only Python.h and the DLPack table.
+//
+//   axpy_(a, x, y)    y = a*x + y in place; 1-D float32 CPU vectors of equal length. Like BLAS axpy,
+//                     x may have any stride (even negative or zero); y must be contiguous. Returns y.
+//                     x may be y itself; x must not otherwise overlap y.
+//   scaled_copy(a, x) a new contiguous float32 tensor a*x, any shape and strides of x, allocated by
+//                     x's producer (a torch.Tensor for a torch.Tensor x).
+#include <vector>
+
+#include "torch_dlpack_bridge/consumer.h"
+
+namespace {
+
+// A real number argument named `name`, or TypeError naming it.
+float real_arg(PyObject* obj, const char* name) {
+  double v = PyFloat_AsDouble(obj);
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw tdb::Error(PyExc_TypeError, std::string("argument '") + name + "': expected a real number, got '" +
+                                          Py_TYPE(obj)->tp_name + "'");
+  }
+  return static_cast<float>(v);
+}
+
+void check_nargs(const char* fn, Py_ssize_t nargs, Py_ssize_t want) {
+  if (nargs != want)
+    throw tdb::Error(PyExc_TypeError, std::string(fn) + "() takes " + std::to_string(want) + " arguments (" +
+                                          std::to_string(nargs) + " given)");
+}
+
+// Calls f(i, offset) for every element of t in row-major order: i counts elements, offset is in elements.
+template <class F>
+void for_each_offset(const DLTensor& t, F f) {
+  const int64_t n = tdb::numel(t);
+  std::vector<int64_t> index(t.ndim, 0);
+  int64_t offset = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, offset);
+    for (int32_t d = t.ndim - 1; d >= 0; --d) {  // odometer step
+      offset += t.strides[d];
+      if (++index[d] < t.shape[d]) break;
+      offset -= t.strides[d] * t.shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+PyObject* axpy_(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return tdb::guard([&]() -> PyObject* {
+    check_nargs("axpy_", nargs, 3);
+    const float a = real_arg(args[0], "a");
+    tdb::TensorView x(args[1], "x");  // borrowed views: valid during this call
+    tdb::TensorView y(args[2], "y");
+    for (const tdb::TensorView* v : {&x, &y}) {
+      tdb::check_device(*v, kDLCPU);
+      tdb::check_dtype(*v, tdb::kFloat32);
+      tdb::check_ndim(*v, 1);
+    }
+    tdb::check_same_shape(x, y);
+    tdb::check_contiguous(y);
+    tdb::check_writable(y);
+    const int64_t n = y.size(0), incx = x.stride(0);
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    for (int64_t i = 0; i < n; ++i) yp[i] += a * xp[i * incx];
+    Py_INCREF(args[2]);
+    return args[2];
+  });
+}
+
+PyObject* scaled_copy(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return tdb::guard([&]() -> PyObject* {
+    check_nargs("scaled_copy", nargs, 2);
+    const float a = real_arg(args[0], "a");
+    tdb::TensorView x(args[1], "x");
+    tdb::check_device(x, kDLCPU);
+    tdb::check_dtype(x, tdb::kFloat32);
+    tdb::ManagedTensor out = tdb::allocate_like(x);  // owned here until to_python()
+    const float* xp = x.data<float>();
+    float* op = tdb::data_ptr<float>(out.dl());
+    for_each_offset(x.dl(), [&](int64_t i, int64_t off) { op[i] = a * xp[off]; });
+    return out.to_python();  // ownership goes to the new Python tensor
+  });
+}
+
+PyMethodDef methods[] = {
+    {"axpy_", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(axpy_)), METH_FASTCALL,
+     "axpy_(a, x, y): y = a*x + y in place (1-D float32 CPU; x any stride, y contiguous). Returns y."},
+    {"scaled_copy", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(scaled_copy)), METH_FASTCALL,
+     "scaled_copy(a, x): new contiguous float32 tensor a*x, allocated by x's producer."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "axpy_kernels", "Example kernels over the DLPack exchange table.",
+                      -1, methods, nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit_axpy_kernels() { return PyModule_Create(&module); }

@@ -1,0 +1,558 @@
+"""Tests of torch_dlpack_bridge/consumer.h through a small probe extension built from the source below.
+
+The probe is a plain CPython extension (no torch include or link) compiled once per session in a
+temporary directory; it is tested against whatever exchange table torch.Tensor publishes (torch >= 2.10
+has a native one).
+"""
+import ctypes
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import weakref
+
+import pytest
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INCLUDE = os.path.join(REPO, "torch_dlpack_bridge", "include")
+
+PROBE_SOURCE = r"""
+#include <new>
+#include <stdexcept>
+#include <unordered_map>
+#include "torch_dlpack_bridge/consumer.h"
+
+namespace {
+const DLPackExchangeAPI* g_base = nullptr;  // the table make_table() copies (torch's)
+long g_deleted = 0;                          // calls of counting_deleter
+std::unordered_map<DLManagedTensorVersioned*, void (*)(DLManagedTensorVersioned*)> g_deleters;
+
+void counting_deleter(DLManagedTensorVersioned* t) {
+  ++g_deleted;
+  auto it = g_deleters.find(t);
+  auto original = it->second;
+  g_deleters.erase(it);
+  if (original) original(t);
+}
+DLManagedTensorVersioned* count(DLManagedTensorVersioned* t) {
+  g_deleters[t] = t->deleter;
+  t->deleter = counting_deleter;
+  return t;
+}
+int fake_cuda_view(void* obj, DLTensor* out) {
+  int rc = g_base->dltensor_from_py_object_no_sync(obj, out);
+  out->device = DLDevice{kDLCUDA, 0};
+  return rc;
+}
+int failing_alloc(DLTensor*, DLManagedTensorVersioned** out, void* ctx, void (*set_error)(void*, const char*, const char*)) {
+  *out = nullptr;
+  set_error(ctx, "MemoryError", "fake allocator is out of memory");
+  return -1;
+}
+PyObject* ptr(const void* p) { return PyLong_FromVoidPtr(const_cast<void*>(p)); }
+PyObject* tuple(const int64_t* v, int32_t n) {
+  PyObject* t = PyTuple_New(n);
+  for (int32_t i = 0; i < n; ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(v[i]));
+  return t;
+}
+
+// make_table(base_capsule, major, minor, prev_capsule_or_None, variant) -> capsule (table leaked on purpose)
+PyObject* make_table(PyObject*, PyObject* args) {
+  return tdb::guard([&]() -> PyObject* {
+    PyObject *base, *prev;
+    unsigned major, minor;
+    const char* variant;
+    if (!PyArg_ParseTuple(args, "OIIOs", &base, &major, &minor, &prev, &variant)) throw tdb::Error::pending();
+    g_base = static_cast<const DLPackExchangeAPI*>(PyCapsule_GetPointer(base, "dlpack_exchange_api"));
+    if (!g_base) throw tdb::Error::pending();
+    auto* t = new DLPackExchangeAPI(*g_base);
+    t->header.version = DLPackVersion{major, minor};
+    t->header.prev_api = prev == Py_None ? nullptr
+        : static_cast<DLPackExchangeAPIHeader*>(PyCapsule_GetPointer(prev, "dlpack_exchange_api"));
+    std::string v = variant;
+    if (v == "no_view") t->dltensor_from_py_object_no_sync = nullptr;
+    if (v == "fake_cuda") t->dltensor_from_py_object_no_sync = fake_cuda_view;
+    if (v == "failing_alloc") t->managed_tensor_allocator = failing_alloc;
+    if (v == "null_stream_fn") t->current_work_stream = nullptr;
+    return PyCapsule_New(t, v == "bad_name" ? "not_dlpack" : "dlpack_exchange_api", nullptr);
+  });
+}
+
+PyObject* api_ptr(PyObject*, PyObject* args) {
+  return tdb::guard([&]() -> PyObject* {
+    PyObject* obj;
+    const char* name;
+    if (!PyArg_ParseTuple(args, "Os", &obj, &name)) throw tdb::Error::pending();
+    return ptr(tdb::exchange_api(obj, name));
+  });
+}
+
+PyObject* cached_types(PyObject*, PyObject*) {
+  PyObject* list = PyList_New(0);
+  for (PyTypeObject* t : tdb::detail::table_cache().types)
+    if (t) PyList_Append(list, reinterpret_cast<PyObject*>(t));
+  return list;
+}
+
+PyObject* view_info(PyObject*, PyObject* args) {
+  return tdb::guard([&]() -> PyObject* {
+    PyObject* obj;
+    if (!PyArg_ParseTuple(args, "O", &obj)) throw tdb::Error::pending();
+    tdb::TensorView v(obj, "t");
+    const DLTensor& t = v.dl();
+    return Py_BuildValue("{sNsisNsNs(iii)s(ii)sisNss}", "data", ptr(v.data<char>()), "ndim", v.ndim(),
+                         "shape", tuple(t.shape, t.ndim), "strides", tuple(t.strides, t.ndim), "dtype",
+                         t.dtype.code, t.dtype.bits, t.dtype.lanes, "device", int(t.device.device_type),
+                         t.device.device_id, "numel", int(v.numel()), "contiguous", PyBool_FromLong(v.is_contiguous()),
+                         "dtype_name", tdb::dtype_name(t.dtype).c_str());
+  });
+}
+
+// managed(obj, mode): exercises the owning handle with a counting deleter; returns a tensor or None.
+PyObject* managed(PyObject*, PyObject* args) {
+  return tdb::guard([&]() -> PyObject* {
+    PyObject* obj;
+    const char* mode_c;
+    if (!PyArg_ParseTuple(args, "Os", &obj, &mode_c)) throw tdb::Error::pending();
+    std::string mode = mode_c;
+    tdb::ManagedTensor m = tdb::ManagedTensor::from_python(obj, "t");
+    const DLPackExchangeAPI* api = m.api();
+    count(m.get());
+    if (mode == "drop") return Py_NewRef(Py_None);
+    if (mode == "reset_twice") { m.reset(); m.reset(); return Py_NewRef(Py_None); }
+    if (mode == "move") { tdb::ManagedTensor n(std::move(m)); tdb::ManagedTensor k = std::move(n); return Py_NewRef(Py_None); }
+    if (mode == "move_assign") {
+      tdb::ManagedTensor other = tdb::ManagedTensor::from_python(obj, "t");
+      count(other.get());
+      other = std::move(m);  // frees other's first tensor
+      other = std::move(other);
+      return Py_NewRef(Py_None);
+    }
+    if (mode == "release") { DLManagedTensorVersioned* raw = m.release(); raw->deleter(raw); return Py_NewRef(Py_None); }
+    if (mode == "to_python") return m.to_python();
+    if (mode == "throw") throw std::runtime_error("thrown while holding a tensor");
+    if (mode == "pending") { PyErr_SetString(PyExc_KeyError, "kept"); throw tdb::Error::pending(); }
+    if (mode == "bad_major") {
+      DLManagedTensorVersioned* raw = m.release();
+      raw->version.major = 99;
+      tdb::ManagedTensor adopted(raw, api);
+    }
+    throw tdb::Error(PyExc_ValueError, "unknown mode");
+  });
+}
+
+PyObject* deleted(PyObject*, PyObject*) { return PyLong_FromLong(g_deleted); }
+
+// alloc(like, shape, (code, bits, lanes)) -> new tensor from like's producer
+PyObject* alloc(PyObject*, PyObject* args) {
+  return tdb::guard([&]() -> PyObject* {
+    PyObject *like, *shape;
+    int code, bits, lanes;
+    if (!PyArg_ParseTuple(args, "OO!(iii)", &like, &PyTuple_Type, &shape, &code, &bits, &lanes))
+      throw tdb::Error::pending();
+    std::vector<int64_t> dims;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape); ++i) dims.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i)));
+    DLDataType dt{uint8_t(code), uint8_t(bits), uint16_t(lanes)};
+    return tdb::allocate(tdb::exchange_api(like, "like"), int32_t(dims.size()), dims.data(), dt, tdb::kCPU).to_python();
+  });
+}
+
+PyObject* stream(PyObject*, PyObject* args) {
+  return tdb::guard([&]() -> PyObject* {
+    PyObject* obj;
+    int type, id;
+    if (!PyArg_ParseTuple(args, "Oii", &obj, &type, &id)) throw tdb::Error::pending();
+    return ptr(tdb::current_stream(tdb::exchange_api(obj, "t"), DLDevice{DLDeviceType(type), id}));
+  });
+}
+
+// check(what, x, other): runs one check on the view of x named "x" (other: argument of the check).
+PyObject* check(PyObject*, PyObject* args) {
+  return tdb::guard([&]() -> PyObject* {
+    const char* what_c;
+    PyObject *xo, *other;
+    if (!PyArg_ParseTuple(args, "sOO", &what_c, &xo, &other)) throw tdb::Error::pending();
+    std::string what = what_c;
+    tdb::TensorView x(xo, "x");
+    if (what == "dtype") tdb::check_dtype(x, tdb::kFloat32);
+    else if (what == "device_type") tdb::check_device(x, kDLCPU);
+    else if (what == "device") tdb::check_device(x, DLDevice{kDLCUDA, 1});
+    else if (what == "ndim") tdb::check_ndim(x, 1);
+    else if (what == "shape") tdb::check_shape(x, {-1, 3});
+    else if (what == "contiguous") tdb::check_contiguous(x);
+    else if (what == "writable") tdb::check_writable(x);
+    else {
+      tdb::TensorView y(other, "y");
+      if (what == "same_shape") tdb::check_same_shape(x, y);
+      else if (what == "same_device") tdb::check_same_device(x, y);
+      else throw tdb::Error(PyExc_ValueError, "unknown check");
+    }
+    return Py_NewRef(Py_None);
+  });
+}
+
+PyObject* names(PyObject*, PyObject* args) {
+  int code, bits, lanes, type, id;
+  if (!PyArg_ParseTuple(args, "(iii)(ii)", &code, &bits, &lanes, &type, &id)) return nullptr;
+  return Py_BuildValue("(ss)", tdb::dtype_name(DLDataType{uint8_t(code), uint8_t(bits), uint16_t(lanes)}).c_str(),
+                       tdb::device_name(DLDevice{DLDeviceType(type), id}).c_str());
+}
+
+PyObject* raise_cpp(PyObject*, PyObject* arg) {
+  long kind = PyLong_AsLong(arg);
+  return tdb::guard([&]() -> PyObject* {
+    if (kind == 0) throw std::runtime_error("plain C++ error");
+    if (kind == 1) throw std::bad_alloc();
+    if (kind == 2) throw 42;
+    throw tdb::Error(PyExc_LookupError, "tdb error");
+  });
+}
+
+PyMethodDef methods[] = {
+    {"make_table", make_table, METH_VARARGS, nullptr}, {"api_ptr", api_ptr, METH_VARARGS, nullptr},
+    {"cached_types", cached_types, METH_NOARGS, nullptr}, {"view_info", view_info, METH_VARARGS, nullptr},
+    {"managed", managed, METH_VARARGS, nullptr}, {"deleted", deleted, METH_NOARGS, nullptr},
+    {"alloc", alloc, METH_VARARGS, nullptr}, {"stream", stream, METH_VARARGS, nullptr},
+    {"check", check, METH_VARARGS, nullptr}, {"names", names, METH_VARARGS, nullptr},
+    {"raise_cpp", raise_cpp, METH_O, nullptr}, {nullptr, nullptr, 0, nullptr}};
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "tdb_probe", nullptr, -1, methods};
+}  // namespace
+
+PyMODINIT_FUNC PyInit_tdb_probe() { return PyModule_Create(&module); }
+"""
+
+SETUP = textwrap.dedent(
+    f"""
+    from setuptools import Extension, setup
+    setup(name="tdb_probe", ext_modules=[Extension("tdb_probe", ["tdb_probe.cpp"], include_dirs=[{INCLUDE!r}],
+          language="c++", extra_compile_args=["-std=c++17", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"])])
+    """
+)
+
+
+@pytest.fixture(scope="session")
+def probe(tmp_path_factory):
+    src = tmp_path_factory.mktemp("tdb_probe")
+    (src / "tdb_probe.cpp").write_text(PROBE_SOURCE)
+    (src / "setup.py").write_text(SETUP)
+    cmd = [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", "lib", "--build-temp", "tmp"]
+    res = subprocess.run(cmd, cwd=src, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    sys.path.insert(0, str(src / "lib"))
+    try:
+        import tdb_probe
+    finally:
+        sys.path.remove(str(src / "lib"))
+    return tdb_probe
+
+
+TORCH_CAPSULE = torch.Tensor.__dlpack_c_exchange_api__
+
+
+def capsule_address(capsule, name=b"dlpack_exchange_api"):
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return get(capsule, name)
+
+
+TORCH_API = capsule_address(TORCH_CAPSULE)
+
+
+# ----------------------------------------------------------------------------- table lookup
+
+
+def test_finds_torch_native_table(probe):
+    assert probe.api_ptr(torch.ones(2), "x") == TORCH_API
+    assert probe.api_ptr(torch.nn.Parameter(torch.ones(2)), "x") == TORCH_API
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert probe.api_ptr(torch.ones(2).as_subclass(Sub), "x") == TORCH_API
+
+
+@pytest.mark.parametrize("obj", [5, "str", None, [1.0], object()])
+def test_non_tensor_is_type_error_naming_argument_and_type(probe, obj):
+    with pytest.raises(TypeError, match=r"argument 'weight': expected a tensor, got '%s'" % type(obj).__name__):
+        probe.api_ptr(obj, "weight")
+    assert probe.api_ptr(torch.ones(1), "x") == TORCH_API  # no error left behind
+
+
+def test_legacy_int_attribute(probe):
+    class Legacy:
+        __c_dlpack_exchange_api__ = TORCH_API
+
+    assert probe.api_ptr(Legacy(), "x") == TORCH_API
+
+
+def test_capsule_preferred_over_legacy_int(probe):
+    mine = probe.make_table(TORCH_CAPSULE, 1, 3, None, "")
+
+    class Both:
+        __dlpack_c_exchange_api__ = mine
+        __c_dlpack_exchange_api__ = TORCH_API
+
+    assert probe.api_ptr(Both(), "x") == capsule_address(mine)
+
+
+def test_wrong_capsule_name_and_kind(probe):
+    bad = probe.make_table(TORCH_CAPSULE, 1, 3, None, "bad_name")
+
+    class BadName:
+        __dlpack_c_exchange_api__ = bad
+
+    class BadKind:
+        __dlpack_c_exchange_api__ = "not a table"
+
+    class BadNameWithLegacy(BadName):
+        __c_dlpack_exchange_api__ = TORCH_API
+
+    with pytest.raises(TypeError, match="capsule named 'not_dlpack'"):
+        probe.api_ptr(BadName(), "x")
+    with pytest.raises(TypeError, match="of type 'str'"):
+        probe.api_ptr(BadKind(), "x")
+    assert probe.api_ptr(BadNameWithLegacy(), "x") == TORCH_API
+
+
+def test_newer_major_version_walks_prev_api(probe):
+    v1 = probe.make_table(TORCH_CAPSULE, 1, 3, None, "")
+    v2 = probe.make_table(TORCH_CAPSULE, 2, 0, v1, "")
+    v3 = probe.make_table(TORCH_CAPSULE, 3, 1, v2, "")
+    alone = probe.make_table(TORCH_CAPSULE, 2, 0, None, "")
+    old = probe.make_table(TORCH_CAPSULE, 0, 8, None, "")
+    for table, expect in [(v2, v1), (v3, v1), (v1, v1)]:
+        T = type("T", (), {"__dlpack_c_exchange_api__": table})
+        assert probe.api_ptr(T(), "x") == capsule_address(expect)
+    for table, version in [(alone, "2.0"), (old, "0.8")]:
+        T = type("T", (), {"__dlpack_c_exchange_api__": table})
+        with pytest.raises(TypeError, match=f"version {version}"):
+            probe.api_ptr(T(), "x")
+
+
+def test_table_missing_required_function_is_refused(probe):
+    T = type("T", (), {"__dlpack_c_exchange_api__": probe.make_table(TORCH_CAPSULE, 1, 3, None, "null_stream_fn")})
+    with pytest.raises(TypeError, match="NULL required function"):
+        probe.api_ptr(T(), "x")
+
+
+def test_cache_is_per_type_and_positive_only(probe):
+    class Late:
+        pass
+
+    with pytest.raises(TypeError):
+        probe.api_ptr(Late(), "x")  # a failed lookup is not cached...
+    Late.__dlpack_c_exchange_api__ = TORCH_CAPSULE
+    assert probe.api_ptr(Late(), "x") == TORCH_API  # ...so publishing later works
+    assert Late in probe.cached_types()
+    Late.__dlpack_c_exchange_api__ = probe.make_table(TORCH_CAPSULE, 1, 3, None, "")
+    assert probe.api_ptr(Late(), "x") == TORCH_API  # a found table is cached for the type
+
+
+def test_cache_evicts_and_releases_types(probe):
+    class Gone:
+        __dlpack_c_exchange_api__ = TORCH_CAPSULE
+
+    assert probe.api_ptr(Gone(), "x") == TORCH_API
+    ref = weakref.ref(Gone)
+    del Gone
+    gc.collect()
+    assert ref() is not None  # the cache holds a strong reference: the address cannot be reused
+    others = [type(f"T{i}", (), {"__dlpack_c_exchange_api__": TORCH_CAPSULE}) for i in range(10)]
+    for T in others:
+        assert probe.api_ptr(T(), "x") == TORCH_API
+    gc.collect()
+    assert ref() is None  # evicted and released
+    assert len(probe.cached_types()) == 8
+
+
+# ----------------------------------------------------------------------------- views
+
+
+def expected_info(t):
+    codes = {torch.float32: (2, 32), torch.float64: (2, 64), torch.int8: (0, 8), torch.uint8: (1, 8),
+             torch.bool: (6, 8), torch.bfloat16: (4, 16), torch.complex64: (5, 64), torch.int64: (0, 64)}
+    return {"data": t.data_ptr(), "ndim": t.dim(), "shape": tuple(t.shape), "strides": t.stride(),
+            "dtype": codes[t.dtype] + (1,), "device": (1, 0), "numel": t.numel(), "contiguous": t.is_contiguous()}
+
+
+def view_cases():
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    return {
+        "contiguous": base,
+        "transposed": base.t(),
+        "offset_slice": base[1:, 2:5],
+        "step": base[:, ::2],
+        "scalar": torch.tensor(3.5),
+        "empty": torch.empty(0, 3),
+        "expanded": torch.ones(3, 1).expand(3, 4),
+        "float64": torch.ones(2, dtype=torch.float64),
+        "int8": torch.ones(5, dtype=torch.int8),
+        "uint8": torch.ones(5, dtype=torch.uint8),
+        "bool": torch.ones(2, dtype=torch.bool),
+        "bfloat16": torch.ones(2, dtype=torch.bfloat16),
+        "complex64": torch.ones(2, dtype=torch.complex64),
+    }
+
+
+@pytest.mark.parametrize("case", list(view_cases()))
+def test_view_describes_tensor(probe, case):
+    t = view_cases()[case]
+    info = probe.view_info(t)
+    info.pop("dtype_name")
+    exp = expected_info(t)
+    if t.numel() == 0:  # a size-zero tensor's data pointer is not meaningful
+        info.pop("data"), exp.pop("data")
+    assert info == exp
+
+
+def test_view_falls_back_to_managed_export(probe):
+    class NoView(torch.Tensor):
+        __dlpack_c_exchange_api__ = probe.make_table(TORCH_CAPSULE, 1, 3, None, "no_view")
+
+    t = torch.arange(12.0).reshape(3, 4)[:, 1:].as_subclass(NoView)
+    before = sys.getrefcount(t)
+    info = probe.view_info(t)
+    assert info["shape"] == (3, 3) and info["strides"] == (4, 1) and info["data"] == t.data_ptr()
+    assert sys.getrefcount(t) == before  # the managed export was released with the view
+
+
+def test_view_takes_no_reference(probe):
+    t = torch.ones(3)
+    before = sys.getrefcount(t)
+    for _ in range(100):
+        probe.view_info(t)
+        probe.check("dtype", t, None)
+    assert sys.getrefcount(t) == before
+
+
+def test_producer_error_names_argument(probe):
+    with pytest.raises(Exception, match=r"^argument 't': ") as info:
+        probe.view_info(torch.ones(2, device="meta"))
+    assert info.value.__cause__ is not None  # the producer's own exception is kept as the cause
+
+
+# ----------------------------------------------------------------------------- owning handle
+
+
+@pytest.mark.parametrize("mode,frees", [("drop", 1), ("reset_twice", 1), ("move", 1), ("move_assign", 2),
+                                        ("release", 1)])
+def test_managed_deleter_runs_exactly_once(probe, mode, frees):
+    t = torch.ones(4)
+    before, refs = probe.deleted(), sys.getrefcount(t)
+    assert probe.managed(t, mode) is None
+    assert probe.deleted() - before == frees
+    assert sys.getrefcount(t) == refs
+
+
+@pytest.mark.parametrize("mode,exc,msg", [("throw", RuntimeError, "thrown while holding"), ("pending", KeyError, "kept"),
+                                          ("bad_major", BufferError, "major version 99")])
+def test_managed_deleter_runs_once_on_errors(probe, mode, exc, msg):
+    t = torch.ones(4)
+    before = probe.deleted()
+    with pytest.raises(exc, match=msg):
+        probe.managed(t, mode)
+    assert probe.deleted() - before == 1
+
+
+def test_to_python_hands_ownership_to_the_new_tensor(probe):
+    t = torch.arange(5.0)
+    before = probe.deleted()
+    r = probe.managed(t, "to_python")
+    assert type(r) is torch.Tensor and r.data_ptr() == t.data_ptr() and torch.equal(r, t)
+    assert probe.deleted() == before  # owned by r now
+    ref = weakref.ref(r)
+    del r
+    gc.collect()
+    assert ref() is None and probe.deleted() - before == 1
+
+
+# ----------------------------------------------------------------------------- allocation, streams
+
+
+@pytest.mark.parametrize("shape,dtype,torch_dtype", [((2, 3), (2, 32, 1), torch.float32), ((), (0, 64, 1), torch.int64),
+                                                     ((0, 4), (4, 16, 1), torch.bfloat16), ((7,), (6, 8, 1), torch.bool)])
+def test_allocate_through_producer(probe, shape, dtype, torch_dtype):
+    out = probe.alloc(torch.empty(0), shape, dtype)
+    assert type(out) is torch.Tensor and out.shape == shape and out.dtype == torch_dtype
+    assert out.is_contiguous() and out.device.type == "cpu"
+    ref = weakref.ref(out)
+    del out
+    gc.collect()
+    assert ref() is None
+
+
+def test_allocate_error_becomes_python_exception(probe):
+    class Failing(torch.Tensor):
+        __dlpack_c_exchange_api__ = probe.make_table(TORCH_CAPSULE, 1, 3, None, "failing_alloc")
+
+    with pytest.raises(MemoryError, match="fake allocator is out of memory"):
+        probe.alloc(torch.empty(0).as_subclass(Failing), (2,), (2, 32, 1))
+    with pytest.raises(Exception):  # torch's own allocator refusing a dtype it cannot make
+        probe.alloc(torch.empty(0), (2,), (3, 64, 1))
+
+
+def test_current_stream(probe):
+    assert probe.stream(torch.ones(1), 1, 0) == 0  # CPU: NULL without asking the producer
+    try:  # a CPU-only torch may answer NULL or raise, but must not crash
+        probe.stream(torch.ones(1), 2, 0)
+    except Exception:
+        pass
+
+
+# ----------------------------------------------------------------------------- checks and errors
+
+
+def fake_cuda(probe, t):
+    class FakeCuda(torch.Tensor):
+        __dlpack_c_exchange_api__ = probe.make_table(TORCH_CAPSULE, 1, 3, None, "fake_cuda")
+
+    return t.as_subclass(FakeCuda)
+
+
+@pytest.mark.parametrize("what,x,other,exc,msg", [
+    ("dtype", torch.ones(2, dtype=torch.float64), None, TypeError, "argument 'x': expected dtype float32, got float64"),
+    ("dtype", torch.ones(2, dtype=torch.int8), None, TypeError, "got int8"),
+    ("device_type", "fake_cuda", None, ValueError, "argument 'x': expected a cpu tensor, got cuda:0"),
+    ("device", torch.ones(2), None, ValueError, "argument 'x': expected device cuda:1, got cpu"),
+    ("ndim", torch.ones(2, 2), None, ValueError, r"argument 'x': expected 1 dimension\(s\), got 2"),
+    ("shape", torch.ones(2, 2), None, ValueError, r"argument 'x': expected shape \[-1, 3\], got \[2, 2\]"),
+    ("shape", torch.ones(3), None, ValueError, r"expected shape \[-1, 3\], got \[3\]"),
+    ("contiguous", torch.ones(2, 3).t(), None, ValueError, r"argument 'x': expected a contiguous tensor, got strides \[1, 3\]"),
+    ("same_shape", torch.ones(3), torch.ones(4), ValueError, r"argument 'y': expected shape \[3\] \(the shape of 'x'\), got \[4\]"),
+    ("same_device", torch.ones(3), "fake_cuda", ValueError, r"argument 'y': expected device cpu \(the device of 'x'\), got cuda:0"),
+])
+def test_check_failures_name_the_argument(probe, what, x, other, exc, msg):
+    x = fake_cuda(probe, torch.ones(2)) if isinstance(x, str) else x
+    other = fake_cuda(probe, torch.ones(3)) if isinstance(other, str) else other
+    with pytest.raises(exc, match=msg):
+        probe.check(what, x, other)
+
+
+@pytest.mark.parametrize("what,x,other", [
+    ("dtype", torch.ones(2), None), ("device_type", torch.ones(2), None), ("ndim", torch.ones(5), None),
+    ("shape", torch.ones(4, 3), None), ("contiguous", torch.ones(3, 1).expand(3, 1), None),
+    ("contiguous", torch.ones(0, 3).t(), None), ("contiguous", torch.tensor(1.0), None),
+    ("writable", torch.ones(2), None), ("same_shape", torch.ones(2, 3), torch.ones(3, 2).t()),
+    ("same_device", torch.ones(2), torch.ones(5)),
+])
+def test_checks_pass(probe, what, x, other):
+    assert probe.check(what, x, other) is None
+
+
+@pytest.mark.parametrize("dtype,device,names", [
+    ((2, 32, 1), (1, 0), ("float32", "cpu")), ((4, 16, 1), (2, 0), ("bfloat16", "cuda:0")),
+    ((0, 32, 4), (10, 1), ("int32x4", "rocm:1")), ((10, 8, 1), (14, 0), ("float8_e4m3fn", "oneapi:0")),
+    ((17, 4, 2), (12, 3), ("float4_e2m1fnx2", "ext_dev:3")), ((6, 8, 1), (3, 0), ("bool", "cuda_host:0")),
+    ((99, 8, 1), (5, 0), ("dtype(code=99,bits=8)", "device_type_5:0")),
+])
+def test_dtype_and_device_names(probe, dtype, device, names):
+    assert probe.names(dtype, device) == names
+
+
+@pytest.mark.parametrize("kind,exc,msg", [(0, RuntimeError, "plain C\\+\\+ error"), (1, MemoryError, None),
+                                          (2, RuntimeError, "unknown C\\+\\+ exception"), (3, LookupError, "tdb error")])
+def test_guard_converts_cpp_exceptions(probe, kind, exc, msg):
+    with pytest.raises(exc, match=msg):
+        probe.raise_cpp(kind)

@@ -1,0 +1,167 @@
+"""DLPack's C exchange table (DLPackExchangeAPI 1.3) for torch tensors.
+
+Importing this package publishes the table on ``torch.Tensor`` (see :func:`install` for the policy), so
+kernel libraries that look up ``type(t).__dlpack_c_exchange_api__`` (capsule) or the legacy
+``__c_dlpack_exchange_api__`` (int) take torch tensors in tens of nanoseconds, on any torch version.
+
+>>> import torch, torch_dlpack_bridge
+>>> torch_dlpack_bridge.active_provider()["__c_dlpack_exchange_api__"] in ("torch_dlpack_bridge", "torch")
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any, Dict, Optional
+
+import torch
+
+from . import _build_info
+
+__all__ = [
+    "CAPSULE_ATTR",
+    "INT_ATTR",
+    "active_provider",
+    "build_info",
+    "exchange_api",
+    "exchange_api_address",
+    "get_include",
+    "install",
+    "uninstall",
+]
+
+__version__ = "0.1.0"
+
+CAPSULE_ATTR = "__dlpack_c_exchange_api__"
+"""DLPack 1.3 name: a PyCapsule named ``"dlpack_exchange_api"`` on the tensor type."""
+INT_ATTR = "__c_dlpack_exchange_api__"
+"""DLPack 1.2 name: the table's address as an int on the tensor type."""
+PREFER_ENV = "TORCH_DLPACK_BRIDGE_PREFER"
+"""Environment variable read by the import-time :func:`install`: ``torch`` (default) or ``bridge``."""
+
+if _build_info.TORCH_VERSION != torch.__version__:
+    raise ImportError(
+        f"torch_dlpack_bridge was built for torch {_build_info.TORCH_VERSION} but torch {torch.__version__} is "
+        "installed; a C++ extension only works with the torch it was compiled against. Rebuild it with: "
+        "pip install --no-build-isolation --no-deps --force-reinstall torch_dlpack_bridge"
+    )
+
+from . import _C  # noqa: E402  (after the ABI guard, so a mismatch is an ImportError, not a symbol error)
+
+_MISSING = object()
+_saved: Optional[Dict[str, Any]] = None  # torch.Tensor's own entries, as they were before install()
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def exchange_api() -> Any:
+    """This project's table as a PyCapsule named ``"dlpack_exchange_api"``.
+
+    >>> torch_dlpack_bridge.exchange_api()  # doctest: +ELLIPSIS
+    <capsule object "dlpack_exchange_api" at ...>
+    """
+    return _C.exchange_api()
+
+
+def exchange_api_address() -> int:
+    """This project's table as an address (what ``__c_dlpack_exchange_api__`` holds when it is active)."""
+    return _C.exchange_api_address()
+
+
+def build_info() -> Dict[str, Any]:
+    """What the extension was compiled against: torch version, C++ ABI, compiler, DLPack version.
+
+    >>> torch_dlpack_bridge.build_info()["torch_version"] == torch.__version__.split("+")[0]
+    True
+    """
+    info = dict(_C.build_info())
+    info.update(torch_full_version=_build_info.TORCH_VERSION, cuda=_build_info.CUDA_VERSION,
+                hip=_build_info.HIP_VERSION, sanitized=_build_info.SANITIZED)
+    return info
+
+
+def get_include() -> str:
+    """Directory to add to the include path for ``torch_dlpack_bridge/dlpack.h`` and the consumer header."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
+
+def _address_of(value: Any) -> Optional[int]:
+    if isinstance(value, int):
+        return value
+    try:
+        return _capsule_pointer(value, b"dlpack_exchange_api")
+    except (TypeError, ValueError):
+        return None
+
+
+def _native_capsule() -> Any:
+    """torch's own table (torch >= 2.10), as torch.Tensor had it before install(); None when absent."""
+    saved = _saved if _saved is not None else {CAPSULE_ATTR: torch.Tensor.__dict__.get(CAPSULE_ATTR, _MISSING)}
+    value = saved[CAPSULE_ATTR]
+    return None if value is _MISSING or _address_of(value) is None else value
+
+
+def install(prefer: Optional[str] = None) -> None:
+    """Publish the table on ``torch.Tensor`` (so subclasses and ``nn.Parameter`` inherit it).
+
+    ``prefer="torch"`` (the default, or ``TORCH_DLPACK_BRIDGE_PREFER=torch``): where torch has its own table
+    (torch >= 2.10) its capsule stays, and the legacy int name is added pointing at it if missing; where
+    torch has none, this project's table goes under both names. ``prefer="bridge"`` puts this project's
+    table under both names. Called at import; call again to switch, :func:`uninstall` to undo.
+
+    >>> torch_dlpack_bridge.install(prefer="bridge")
+    >>> torch_dlpack_bridge.active_provider()[torch_dlpack_bridge.CAPSULE_ATTR]
+    'torch_dlpack_bridge'
+    """
+    global _saved
+    prefer = prefer or os.environ.get(PREFER_ENV) or "torch"
+    if prefer not in ("torch", "bridge"):
+        raise ValueError(f"prefer must be 'torch' or 'bridge', not {prefer!r}")
+    if _saved is None:
+        _saved = {name: torch.Tensor.__dict__.get(name, _MISSING) for name in (CAPSULE_ATTR, INT_ATTR)}
+    native = _native_capsule()
+    if prefer == "bridge" or native is None:
+        capsule, address = _C.exchange_api(), _C.exchange_api_address()
+    else:
+        capsule = native
+        legacy = _saved[INT_ATTR]
+        address = legacy if isinstance(legacy, int) else _address_of(native)
+    setattr(torch.Tensor, CAPSULE_ATTR, capsule)
+    setattr(torch.Tensor, INT_ATTR, address)
+
+
+def uninstall() -> None:
+    """Put back what ``torch.Tensor`` had under both names before :func:`install`."""
+    global _saved
+    if _saved is None:
+        return
+    for name, value in _saved.items():
+        if value is _MISSING:
+            if name in torch.Tensor.__dict__:
+                delattr(torch.Tensor, name)
+        else:
+            setattr(torch.Tensor, name, value)
+    _saved = None
+
+
+def active_provider(cls: type = torch.Tensor) -> Dict[str, Optional[str]]:
+    """Which table each name resolves to on ``cls``: ``"torch_dlpack_bridge"``, ``"torch"``, ``"other"`` or None.
+
+    >>> sorted(torch_dlpack_bridge.active_provider())
+    ['__c_dlpack_exchange_api__', '__dlpack_c_exchange_api__']
+    """
+    ours = _C.exchange_api_address()
+    native = _native_capsule()
+    theirs = _address_of(native) if native is not None else None
+    result: Dict[str, Optional[str]] = {}
+    for name in (CAPSULE_ATTR, INT_ATTR):
+        value = getattr(cls, name, None)
+        address = None if value is None else _address_of(value)
+        result[name] = (None if address is None else "torch_dlpack_bridge" if address == ours
+                        else "torch" if address == theirs else "other")
+    return result
+
+
+install()

@@ -1,0 +1,669 @@
+/*!
+ * \file torch_dlpack_bridge/consumer.h
+ * \brief Header-only C++17 helpers for writing kernels that take tensors of any DLPack producer
+ *        (torch.Tensor, ...) through the DLPack C exchange table, from a CPython extension.
+ *
+ * Depends only on Python.h and torch_dlpack_bridge/dlpack.h: no torch headers, no torch link.
+ *
+ * Error convention: every helper that can fail throws `tdb::Error`. Wrap the body of each extension
+ * function in `tdb::guard`, which turns any C++ exception into a Python exception and returns NULL:
+ *
+ *   static PyObject* axpy_(PyObject*, PyObject* args) {
+ *     return tdb::guard([&]() -> PyObject* {
+ *       tdb::TensorView x(PyTuple_GET_ITEM(args, 1), "x");   // borrowed, valid during this call
+ *       tdb::check_dtype(x, tdb::kFloat32);                  // TypeError "argument 'x': ..."
+ *       ...
+ *       Py_RETURN_NONE;
+ *     });
+ *   }
+ *
+ * Threads: every function here must be called with the GIL held (the exchange table requires it, and
+ * the per-type table cache relies on it; free-threaded CPython builds are not supported).
+ */
+#ifndef TORCH_DLPACK_BRIDGE_CONSUMER_H_
+#define TORCH_DLPACK_BRIDGE_CONSUMER_H_
+
+#ifndef PY_SSIZE_T_CLEAN
+#define PY_SSIZE_T_CLEAN
+#endif
+#include <Python.h>
+
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "torch_dlpack_bridge/dlpack.h"
+
+namespace tdb {
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+/*!
+ * \brief The one exception type thrown by this header. Either carries a Python exception type and a
+ * message (raised by `restore()`), or is "pending": a Python exception is already set and owned by the
+ * Python error indicator. The Error object owns no Python references.
+ */
+class Error : public std::exception {
+ public:
+  /*! \brief An error to be raised as `type(message)`; `type` is a borrowed exception class (PyExc_*). */
+  Error(PyObject* type, std::string message) : type_(type), msg_(std::move(message)) {}
+  /*! \brief An error whose Python exception is already set (e.g. by a producer function). */
+  static Error pending() { return Error(nullptr, "a Python exception is set"); }
+  /*! \brief True when the Python exception is already set. */
+  bool is_pending() const { return type_ == nullptr; }
+  /*! \brief Sets the Python error indicator from this error (GIL held). */
+  void restore() const {
+    if (type_ != nullptr) {
+      PyErr_SetString(type_, msg_.c_str());
+    } else if (!PyErr_Occurred()) {
+      PyErr_SetString(PyExc_RuntimeError, "DLPack producer failed without setting a Python exception");
+    }
+  }
+  const char* what() const noexcept override { return msg_.c_str(); }
+
+ private:
+  PyObject* type_;
+  std::string msg_;
+};
+
+/*!
+ * \brief Runs `body` (returning a new reference or NULL) and converts any escaping C++ exception into a
+ * Python exception: tdb::Error as described, std::bad_alloc as MemoryError, other std::exception as
+ * RuntimeError. Returns what `body` returned, or NULL with a Python exception set. Use it as the whole
+ * body of a PyCFunction so that no C++ exception crosses into CPython.
+ */
+template <class F>
+PyObject* guard(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const Error& e) {
+    e.restore();
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception");
+  }
+  return nullptr;
+}
+
+namespace detail {
+
+inline std::string arg(const char* name) { return std::string("argument '") + (name ? name : "?") + "': "; }
+
+/*! \brief Takes the raised exception out of the error indicator: a new reference, or NULL if none. */
+inline PyObject* fetch_exception() {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyErr_GetRaisedException();
+#else
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (!type) return nullptr;
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb) PyException_SetTraceback(value, tb);
+  Py_XDECREF(tb);
+  Py_DECREF(type);
+  return value;
+#endif
+}
+
+/*! \brief Raises `exc` (steals the reference; NULL does nothing). */
+inline void restore_exception(PyObject* exc) {
+  if (!exc) return;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(exc);
+#else
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(exc));
+  Py_INCREF(type);
+  PyErr_Restore(type, exc, PyException_GetTraceback(exc));
+#endif
+}
+
+/*! \brief Holds the current Python exception aside for its lifetime (so cleanup may run Python code). */
+class ErrorStash {
+ public:
+  ErrorStash() : exc_(fetch_exception()) {}
+  ~ErrorStash() { restore_exception(exc_); }
+  ErrorStash(const ErrorStash&) = delete;
+  ErrorStash& operator=(const ErrorStash&) = delete;
+
+ private:
+  PyObject* exc_;
+};
+
+/*!
+ * \brief Throws the pending Python exception, re-raised as the same type with "argument 'name': "
+ * prepended to its message (the original becomes __cause__). Keeps the original if that fails.
+ */
+[[noreturn]] inline void throw_pending(const char* name) {
+  PyObject* exc = fetch_exception();
+  if (!exc) throw Error(PyExc_RuntimeError, arg(name) + "DLPack producer failed without an exception");
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(exc));
+  PyObject* text = PyObject_Str(exc);
+  const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
+  PyObject* renamed = utf8 ? PyObject_CallFunction(type, "s", (arg(name) + utf8).c_str()) : nullptr;
+  Py_XDECREF(text);
+  if (renamed && Py_TYPE(renamed) == Py_TYPE(exc)) {
+    PyException_SetCause(renamed, exc);  // steals exc
+    restore_exception(renamed);
+  } else {
+    Py_XDECREF(renamed);
+    PyErr_Clear();
+    restore_exception(exc);
+  }
+  throw Error::pending();
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Data types, devices and small DLTensor utilities (no ownership involved)
+// ---------------------------------------------------------------------------------------------
+
+constexpr DLDataType kBool{kDLBool, 8, 1};
+constexpr DLDataType kInt8{kDLInt, 8, 1};
+constexpr DLDataType kInt16{kDLInt, 16, 1};
+constexpr DLDataType kInt32{kDLInt, 32, 1};
+constexpr DLDataType kInt64{kDLInt, 64, 1};
+constexpr DLDataType kUInt8{kDLUInt, 8, 1};
+constexpr DLDataType kFloat16{kDLFloat, 16, 1};
+constexpr DLDataType kBFloat16{kDLBfloat, 16, 1};
+constexpr DLDataType kFloat32{kDLFloat, 32, 1};
+constexpr DLDataType kFloat64{kDLFloat, 64, 1};
+constexpr DLDataType kComplex64{kDLComplex, 64, 1};
+constexpr DLDataType kComplex128{kDLComplex, 128, 1};
+constexpr DLDevice kCPU{kDLCPU, 0};
+
+/*! \brief Field-wise equality of two data types. */
+constexpr bool same_dtype(DLDataType a, DLDataType b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
+/*! \brief Field-wise equality of two devices. */
+constexpr bool same_device(DLDevice a, DLDevice b) {
+  return a.device_type == b.device_type && a.device_id == b.device_id;
+}
+
+/*! \brief A readable name for a data type, torch-style ("float32", "bfloat16", "float8_e4m3fn", "int8x4"). */
+inline std::string dtype_name(DLDataType t) {
+  static const char* const fp8[] = {"float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
+                                    "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+                                    "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"};
+  std::string s;
+  switch (t.code) {
+    case kDLInt: s = "int" + std::to_string(t.bits); break;
+    case kDLUInt: s = "uint" + std::to_string(t.bits); break;
+    case kDLFloat: s = "float" + std::to_string(t.bits); break;
+    case kDLBfloat: s = "bfloat" + std::to_string(t.bits); break;
+    case kDLComplex: s = "complex" + std::to_string(t.bits); break;
+    case kDLBool: s = t.bits == 8 ? "bool" : "bool" + std::to_string(t.bits); break;
+    case kDLOpaqueHandle: s = "handle" + std::to_string(t.bits); break;
+    default:
+      if (t.code >= kDLFloat8_e3m4 && t.code <= kDLFloat4_e2m1fn) s = fp8[t.code - kDLFloat8_e3m4];
+      else s = "dtype(code=" + std::to_string(t.code) + ",bits=" + std::to_string(t.bits) + ")";
+  }
+  return t.lanes == 1 ? s : s + "x" + std::to_string(t.lanes);
+}
+
+/*! \brief A readable name for a device type: "cpu", "cuda", "rocm", "oneapi", ... */
+inline std::string device_type_name(DLDeviceType type) {
+  static const char* const names[] = {"?", "cpu", "cuda", "cuda_host", "opencl", "?", "?", "vulkan", "metal",
+                                      "vpi", "rocm", "rocm_host", "ext_dev", "cuda_managed", "oneapi",
+                                      "webgpu", "hexagon", "maia", "trn"};
+  const int t = static_cast<int>(type);
+  return (t > 0 && t <= kDLTrn && names[t][0] != '?') ? names[t] : "device_type_" + std::to_string(t);
+}
+
+/*! \brief A readable name for a device: "cpu" for kDLCPU/0, otherwise "<type>:<id>" (e.g. "cuda:1"). */
+inline std::string device_name(DLDevice d) {
+  const std::string s = device_type_name(d.device_type);
+  return (d.device_type == kDLCPU && d.device_id == 0) ? s : s + ":" + std::to_string(d.device_id);
+}
+
+/*! \brief Number of elements (1 for a 0-d tensor). */
+inline int64_t numel(const DLTensor& t) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < t.ndim; ++i) n *= t.shape[i];
+  return n;
+}
+
+/*! \brief True when the elements are dense in row-major order (size-1 dims and empty tensors ignore strides). */
+inline bool is_contiguous(const DLTensor& t) {
+  int64_t expected = 1;
+  for (int32_t i = t.ndim - 1; i >= 0; --i) {
+    if (t.shape[i] == 0) return true;
+    if (t.shape[i] != 1 && t.strides[i] != expected) return false;
+    expected *= t.shape[i];
+  }
+  return true;
+}
+
+/*! \brief Typed pointer to the first element (data + byte_offset). The memory belongs to the producer. */
+template <class T>
+T* data_ptr(const DLTensor& t) {
+  return reinterpret_cast<T*>(static_cast<char*>(t.data) + t.byte_offset);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding a type's exchange table
+// ---------------------------------------------------------------------------------------------
+
+namespace detail {
+
+/*! \brief Reads a pointer from a capsule named "dlpack_exchange_api" or from an int; nullptr + why otherwise. */
+inline void* table_pointer(PyObject* attr, const char* attr_name, std::string* why) {
+  void* p = nullptr;
+  if (PyCapsule_CheckExact(attr)) {
+    const char* cname = PyCapsule_GetName(attr);
+    if (cname && std::string(cname) == TDB_EXCHANGE_API_CAPSULE_NAME) p = PyCapsule_GetPointer(attr, cname);
+    else *why = std::string("has ") + attr_name + " as a capsule named '" + (cname ? cname : "NULL") + "'";
+  } else if (PyLong_Check(attr)) {
+    p = PyLong_AsVoidPtr(attr);
+  } else {
+    *why = std::string("has ") + attr_name + " of type '" + Py_TYPE(attr)->tp_name + "', not a capsule or int";
+  }
+  if (!p && why->empty()) *why = std::string("has a NULL ") + attr_name;
+  PyErr_Clear();
+  return p;
+}
+
+/*! \brief Looks the table up on `type` (1.3 capsule, then 1.2 int) and checks its version; no caching. */
+inline const DLPackExchangeAPI* read_table(PyTypeObject* type, std::string* why) {
+  static const char* const attrs[] = {"__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"};
+  void* p = nullptr;
+  for (const char* name : attrs) {
+    PyObject* attr = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), name);
+    if (!attr) {
+      PyErr_Clear();  // absent (AttributeError) or failing lookup: try the next name
+      continue;
+    }
+    p = table_pointer(attr, name, why);
+    Py_DECREF(attr);
+    if (p) break;  // an unusable 1.3 attribute still lets a 1.2 one be tried
+  }
+  if (!p) {
+    if (why->empty()) *why = "has no DLPack C exchange table __dlpack_c_exchange_api__";
+    return nullptr;
+  }
+  // A newer major version may chain to older tables through prev_api (bounded walk, in case of cycles).
+  const DLPackExchangeAPIHeader* h = static_cast<const DLPackExchangeAPIHeader*>(p);
+  for (int hops = 0; h && h->version.major > DLPACK_MAJOR_VERSION && hops < 16; ++hops) h = h->prev_api;
+  if (!h || h->version.major != DLPACK_MAJOR_VERSION) {
+    const DLPackVersion v = static_cast<const DLPackExchangeAPIHeader*>(p)->version;
+    *why = "publishes a DLPack exchange table of version " + std::to_string(v.major) + "." +
+           std::to_string(v.minor) + " with no major version " + std::to_string(DLPACK_MAJOR_VERSION) + " table";
+    return nullptr;
+  }
+  const DLPackExchangeAPI* api = reinterpret_cast<const DLPackExchangeAPI*>(h);
+  if (!api->managed_tensor_allocator || !api->managed_tensor_from_py_object_no_sync ||
+      !api->managed_tensor_to_py_object_no_sync || !api->current_work_stream) {
+    *why = "publishes a DLPack exchange table with a NULL required function";
+    return nullptr;
+  }
+  return api;
+}
+
+/*! \brief Per-type cache: a few (type, table) pairs; each cached type is kept alive by a strong reference. */
+struct TableCache {
+  static constexpr int kSize = 8;
+  PyTypeObject* types[kSize] = {};
+  const DLPackExchangeAPI* apis[kSize] = {};
+  int next = 0;
+};
+inline TableCache& table_cache() {
+  static TableCache cache;  // one per extension module; guarded by the GIL
+  return cache;
+}
+
+}  // namespace detail
+
+/*!
+ * \brief The exchange table published by `type` (the table is static in the producer: never freed),
+ * or nullptr with no Python exception set when the type publishes none usable; `why` (optional) says
+ * why. Successful lookups are cached per type, so a table must be published before first use.
+ */
+inline const DLPackExchangeAPI* find_exchange_api(PyTypeObject* type, std::string* why = nullptr) {
+  detail::TableCache& c = detail::table_cache();
+  for (int i = 0; i < detail::TableCache::kSize; ++i)
+    if (c.types[i] == type) return c.apis[i];
+  std::string reason;
+  const DLPackExchangeAPI* api = detail::read_table(type, &reason);
+  if (!api) {
+    if (why) *why = reason;
+    return nullptr;
+  }
+  // Python code may have run during the lookup: re-check, then replace one slot in round-robin order.
+  for (int i = 0; i < detail::TableCache::kSize; ++i)
+    if (c.types[i] == type) return c.apis[i];
+  const int slot = c.next;
+  c.next = (c.next + 1) % detail::TableCache::kSize;
+  PyTypeObject* old = c.types[slot];
+  Py_INCREF(type);
+  c.types[slot] = type;
+  c.apis[slot] = api;
+  Py_XDECREF(old);  // last: may run Python code
+  return api;
+}
+
+/*!
+ * \brief The exchange table of type(obj) (borrowed, static). Throws Error(TypeError) naming the
+ * argument and the type when there is none: "argument 'x': expected a tensor, got 'int' (...)".
+ */
+inline const DLPackExchangeAPI* exchange_api(PyObject* obj, const char* name = "tensor") {
+  std::string why;
+  const DLPackExchangeAPI* api = find_exchange_api(Py_TYPE(obj), &why);
+  if (!api)
+    throw Error(PyExc_TypeError, detail::arg(name) + "expected a tensor, got '" + Py_TYPE(obj)->tp_name +
+                                     "' (its type " + why + ")");
+  return api;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Owning handle
+// ---------------------------------------------------------------------------------------------
+
+/*!
+ * \brief Owns one DLManagedTensorVersioned: calls its deleter exactly once (destructor or reset()),
+ * unless ownership is handed on by release() or to_python(). Movable, not copyable. Also remembers
+ * the producer's table (borrowed, static) so the tensor can go back to Python.
+ */
+class ManagedTensor {
+ public:
+  /*! \brief An empty handle. */
+  ManagedTensor() = default;
+  /*!
+   * \brief Adopts `t` (takes ownership). If its major version differs from DLPACK_MAJOR_VERSION, calls
+   * the deleter at once and throws Error(BufferError), as DLPack requires.
+   */
+  ManagedTensor(DLManagedTensorVersioned* t, const DLPackExchangeAPI* api) : t_(t), api_(api) {
+    if (t_ && t_->version.major != DLPACK_MAJOR_VERSION) {
+      const uint32_t major = t_->version.major;
+      reset();
+      throw Error(PyExc_BufferError, "DLPack tensor of major version " + std::to_string(major) +
+                                         " is not supported (need " + std::to_string(DLPACK_MAJOR_VERSION) + ")");
+    }
+  }
+  /*! \brief Exports `obj` through its type's table (managed_tensor_from_py_object_no_sync); owns the result. */
+  static ManagedTensor from_python(PyObject* obj, const char* name = "tensor") {
+    const DLPackExchangeAPI* api = exchange_api(obj, name);
+    DLManagedTensorVersioned* out = nullptr;
+    if (api->managed_tensor_from_py_object_no_sync(obj, &out) != 0) detail::throw_pending(name);
+    return ManagedTensor(out, api);
+  }
+  ManagedTensor(const ManagedTensor&) = delete;
+  ManagedTensor& operator=(const ManagedTensor&) = delete;
+  ManagedTensor(ManagedTensor&& o) noexcept : t_(o.t_), api_(o.api_) { o.t_ = nullptr; }
+  ManagedTensor& operator=(ManagedTensor&& o) noexcept {
+    if (this != &o) {
+      reset();
+      t_ = o.t_;
+      api_ = o.api_;
+      o.t_ = nullptr;
+    }
+    return *this;
+  }
+  ~ManagedTensor() { reset(); }
+
+  /*! \brief Calls the deleter now (if any tensor is held) and empties the handle. Safe with an exception set. */
+  void reset() noexcept {
+    DLManagedTensorVersioned* t = t_;
+    t_ = nullptr;
+    if (t && t->deleter) {
+      detail::ErrorStash keep;  // the deleter may run Python code
+      t->deleter(t);
+    }
+  }
+  /*! \brief Gives up ownership: the caller must call the deleter (exactly once) or pass the tensor on. */
+  DLManagedTensorVersioned* release() noexcept {
+    DLManagedTensorVersioned* t = t_;
+    t_ = nullptr;
+    return t;
+  }
+  /*!
+   * \brief Hands the tensor to its producer's managed_tensor_to_py_object_no_sync (which takes ownership
+   * whatever happens) and returns the new Python object (a new reference). The handle is empty after.
+   */
+  PyObject* to_python() {
+    if (!t_) throw Error(PyExc_ValueError, "ManagedTensor::to_python on an empty handle");
+    void* out = nullptr;
+    if (api_->managed_tensor_to_py_object_no_sync(release(), &out) != 0) throw Error::pending();
+    return static_cast<PyObject*>(out);
+  }
+
+  /*! \brief The held tensor (still owned by this handle), or nullptr. */
+  DLManagedTensorVersioned* get() const { return t_; }
+  /*! \brief The held DLTensor; its shape/strides/data live until the deleter runs. Handle must be non-empty. */
+  const DLTensor& dl() const { return t_->dl_tensor; }
+  DLTensor& dl() { return t_->dl_tensor; }
+  /*! \brief The producer's table (static) or nullptr. */
+  const DLPackExchangeAPI* api() const { return api_; }
+  /*! \brief DLPACK_FLAG_BITMASK_* flags of the held tensor. */
+  uint64_t flags() const { return t_ ? t_->flags : 0; }
+  explicit operator bool() const { return t_ != nullptr; }
+
+ private:
+  DLManagedTensorVersioned* t_ = nullptr;
+  const DLPackExchangeAPI* api_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Non-owning view
+// ---------------------------------------------------------------------------------------------
+
+/*!
+ * \brief A DLTensor describing a Python tensor argument, filled on the stack by the producer's
+ * dltensor_from_py_object_no_sync: no allocation, no reference taken. It owns nothing and is valid only
+ * while `obj` is alive and unchanged, i.e. during the extension call that received `obj` (do not keep it,
+ * and do not release the GIL while other threads may resize the tensor). If the producer has no
+ * dltensor_from_py_object_no_sync, the view holds a managed export instead (freed with the view).
+ * `name` (a string literal, borrowed) names the argument in every error message.
+ */
+class TensorView {
+ public:
+  /*! \brief Describes `obj` (borrowed). Throws TypeError for a non-tensor, or the producer's error, named. */
+  TensorView(PyObject* obj, const char* name) : name_(name), api_(exchange_api(obj, name)) {
+    if (api_->dltensor_from_py_object_no_sync) {
+      if (api_->dltensor_from_py_object_no_sync(obj, &t_) != 0) detail::throw_pending(name);
+    } else {
+      owned_ = ManagedTensor::from_python(obj, name);
+      t_ = owned_.dl();
+      read_only_ = (owned_.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+    }
+    if (t_.ndim < 0 || (t_.ndim > 0 && (!t_.shape || !t_.strides)))
+      throw Error(PyExc_BufferError, detail::arg(name) + "producer gave a DLTensor without shape or strides");
+  }
+  TensorView(const TensorView&) = delete;
+  TensorView& operator=(const TensorView&) = delete;
+
+  /*! \brief The DLTensor (shape/strides/data owned by the producer or by this view). */
+  const DLTensor& dl() const { return t_; }
+  /*! \brief The argument name used in errors. */
+  const char* name() const { return name_; }
+  /*! \brief The producer's table (static), e.g. for allocate() and current_stream(). */
+  const DLPackExchangeAPI* api() const { return api_; }
+  int32_t ndim() const { return t_.ndim; }
+  int64_t size(int32_t dim) const { return t_.shape[dim]; }
+  int64_t stride(int32_t dim) const { return t_.strides[dim]; }
+  const int64_t* shape() const { return t_.shape; }
+  const int64_t* strides() const { return t_.strides; }
+  DLDataType dtype() const { return t_.dtype; }
+  DLDevice device() const { return t_.device; }
+  int64_t numel() const { return tdb::numel(t_); }
+  bool is_contiguous() const { return tdb::is_contiguous(t_); }
+  /*! \brief True only when the producer said so (the non-owning path carries no flags: then false). */
+  bool read_only() const { return read_only_; }
+  /*! \brief Typed pointer to the first element (data + byte_offset); memory owned by the producer. */
+  template <class T>
+  T* data() const { return data_ptr<T>(t_); }
+
+ private:
+  DLTensor t_{};
+  const char* name_;
+  const DLPackExchangeAPI* api_;
+  ManagedTensor owned_;
+  bool read_only_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Streams and allocation
+// ---------------------------------------------------------------------------------------------
+
+/*!
+ * \brief The producer's current work stream for `device` (cudaStream_t, hipStream_t, ...; not owned,
+ * may be NULL for a default stream). Returns NULL for kDLCPU without asking the producer. Launch kernels
+ * on it to stay ordered with the producer's work. Throws the producer's error on failure.
+ */
+inline void* current_stream(const DLPackExchangeAPI* api, DLDevice device) {
+  if (device.device_type == kDLCPU) return nullptr;
+  void* stream = nullptr;
+  if (api->current_work_stream(device.device_type, device.device_id, &stream) != 0) throw Error::pending();
+  return stream;
+}
+
+namespace detail {
+struct AllocError {
+  std::string kind, message;
+  bool called = false;
+};
+inline void set_alloc_error(void* ctx, const char* kind, const char* message) {  // C callback: never throws
+  try {
+    AllocError* e = static_cast<AllocError*>(ctx);
+    e->called = true;
+    e->kind = kind ? kind : "RuntimeError";
+    e->message = message ? message : "";
+  } catch (...) {
+  }
+}
+/*! \brief The builtin exception class called `kind` (e.g. "MemoryError"), else RuntimeError. Borrowed. */
+inline PyObject* exception_class(const std::string& kind) {
+  PyObject* builtins = PyEval_GetBuiltins();
+  PyObject* cls = builtins ? PyDict_GetItemString(builtins, kind.c_str()) : nullptr;
+  return (cls && PyExceptionClass_Check(cls)) ? cls : PyExc_RuntimeError;
+}
+}  // namespace detail
+
+/*!
+ * \brief Allocates a new C-contiguous tensor through the producer's managed_tensor_allocator and returns
+ * the owning handle (use .to_python() to return it to Python). A failure reported through SetError
+ * becomes a Python exception of that kind (MemoryError, ValueError, ...) thrown as tdb::Error.
+ */
+inline ManagedTensor allocate(const DLPackExchangeAPI* api, int32_t ndim, const int64_t* shape, DLDataType dtype,
+                              DLDevice device) {
+  std::vector<int64_t> strides(ndim > 0 ? ndim : 0);
+  for (int64_t i = ndim - 1, s = 1; i >= 0; s *= shape[i], --i) strides[i] = s;
+  DLTensor proto{nullptr, device, ndim, dtype, const_cast<int64_t*>(shape), strides.data(), 0};
+  DLManagedTensorVersioned* out = nullptr;
+  detail::AllocError err;
+  if (api->managed_tensor_allocator(&proto, &out, &err, detail::set_alloc_error) != 0 || !out) {
+    if (err.called) {
+      PyErr_Clear();  // SetError is the report; drop anything the producer left set as well
+      throw Error(detail::exception_class(err.kind), err.message);
+    }
+    throw Error::pending();
+  }
+  ManagedTensor result(out, api);
+  const DLTensor& t = result.dl();
+  if (t.ndim != ndim || !same_dtype(t.dtype, dtype) || !tdb::is_contiguous(t))
+    throw Error(PyExc_BufferError, "producer allocator returned a tensor other than the one requested");
+  return result;
+}
+/*! \brief allocate() with a shape list, e.g. allocate(api, {n, 3}, kFloat32, kCPU). */
+inline ManagedTensor allocate(const DLPackExchangeAPI* api, std::initializer_list<int64_t> shape, DLDataType dtype,
+                              DLDevice device) {
+  return allocate(api, static_cast<int32_t>(shape.size()), shape.begin(), dtype, device);
+}
+/*! \brief allocate() a contiguous tensor with the shape, dtype and device of `like`, from its producer. */
+inline ManagedTensor allocate_like(const TensorView& like) {
+  return allocate(like.api(), like.ndim(), like.shape(), like.dtype(), like.device());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks: each throws Error (TypeError for dtype, ValueError otherwise) naming the argument.
+// The DLTensor forms take the name explicitly; the TensorView forms use the view's name.
+// ---------------------------------------------------------------------------------------------
+
+/*! \brief Requires dtype `dtype`: "argument 'x': expected dtype float32, got float64". */
+inline void check_dtype(const DLTensor& t, const char* name, DLDataType dtype) {
+  if (!same_dtype(t.dtype, dtype))
+    throw Error(PyExc_TypeError, detail::arg(name) + "expected dtype " + dtype_name(dtype) + ", got " +
+                                     dtype_name(t.dtype));
+}
+/*! \brief Requires a device of type `type` (any id): "argument 'x': expected a cpu tensor, got cuda:0". */
+inline void check_device(const DLTensor& t, const char* name, DLDeviceType type) {
+  if (t.device.device_type != type)
+    throw Error(PyExc_ValueError, detail::arg(name) + "expected a " + device_type_name(type) +
+                                      " tensor, got " + device_name(t.device));
+}
+/*! \brief Requires exactly `device`: "argument 'y': expected device cuda:0, got cuda:1". */
+inline void check_device(const DLTensor& t, const char* name, DLDevice device) {
+  if (!same_device(t.device, device))
+    throw Error(PyExc_ValueError, detail::arg(name) + "expected device " + device_name(device) + ", got " +
+                                      device_name(t.device));
+}
+/*! \brief Requires `ndim` dimensions: "argument 'x': expected 1 dimension(s), got 2". */
+inline void check_ndim(const DLTensor& t, const char* name, int32_t ndim) {
+  if (t.ndim != ndim)
+    throw Error(PyExc_ValueError, detail::arg(name) + "expected " + std::to_string(ndim) + " dimension(s), got " +
+                                      std::to_string(t.ndim));
+}
+/*! \brief Formats a shape as "[2, 3]". */
+inline std::string shape_str(int32_t ndim, const int64_t* shape) {
+  std::string s = "[";
+  for (int32_t i = 0; i < ndim; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+/*! \brief Requires shape `shape`, where -1 matches any size: "argument 'x': expected shape [-1, 3], got [4, 2]". */
+inline void check_shape(const DLTensor& t, const char* name, std::initializer_list<int64_t> shape) {
+  bool ok = t.ndim == static_cast<int32_t>(shape.size());
+  for (int32_t i = 0; ok && i < t.ndim; ++i) ok = shape.begin()[i] == -1 || shape.begin()[i] == t.shape[i];
+  if (!ok)
+    throw Error(PyExc_ValueError, detail::arg(name) + "expected shape " +
+                                      shape_str(static_cast<int32_t>(shape.size()), shape.begin()) + ", got " +
+                                      shape_str(t.ndim, t.shape));
+}
+/*! \brief Requires b to have a's shape: "argument 'y': expected shape [3] (the shape of 'x'), got [4]". */
+inline void check_same_shape(const DLTensor& a, const char* a_name, const DLTensor& b, const char* b_name) {
+  bool ok = a.ndim == b.ndim;
+  for (int32_t i = 0; ok && i < a.ndim; ++i) ok = a.shape[i] == b.shape[i];
+  if (!ok)
+    throw Error(PyExc_ValueError, detail::arg(b_name) + "expected shape " + shape_str(a.ndim, a.shape) +
+                                      " (the shape of '" + a_name + "'), got " + shape_str(b.ndim, b.shape));
+}
+/*! \brief Requires row-major contiguity: "argument 'y': expected a contiguous tensor, got strides [1, 3]". */
+inline void check_contiguous(const DLTensor& t, const char* name) {
+  if (!tdb::is_contiguous(t))
+    throw Error(PyExc_ValueError, detail::arg(name) + "expected a contiguous tensor, got strides " +
+                                      shape_str(t.ndim, t.strides) + " for shape " + shape_str(t.ndim, t.shape));
+}
+
+inline void check_dtype(const TensorView& v, DLDataType dtype) { check_dtype(v.dl(), v.name(), dtype); }
+inline void check_device(const TensorView& v, DLDeviceType type) { check_device(v.dl(), v.name(), type); }
+inline void check_device(const TensorView& v, DLDevice device) { check_device(v.dl(), v.name(), device); }
+inline void check_ndim(const TensorView& v, int32_t ndim) { check_ndim(v.dl(), v.name(), ndim); }
+inline void check_shape(const TensorView& v, std::initializer_list<int64_t> shape) {
+  check_shape(v.dl(), v.name(), shape);
+}
+inline void check_same_shape(const TensorView& a, const TensorView& b) {
+  check_same_shape(a.dl(), a.name(), b.dl(), b.name());
+}
+inline void check_contiguous(const TensorView& v) { check_contiguous(v.dl(), v.name()); }
+/*! \brief Requires b on a's device: "argument 'y': expected device cpu (the device of 'x'), got cuda:0". */
+inline void check_same_device(const TensorView& a, const TensorView& b) {
+  if (!same_device(a.device(), b.device()))
+    throw Error(PyExc_ValueError, detail::arg(b.name()) + "expected device " + device_name(a.device()) +
+                                      " (the device of '" + a.name() + "'), got " + device_name(b.device()));
+}
+/*! \brief Requires the producer not to have flagged the tensor read-only (see TensorView::read_only). */
+inline void check_writable(const TensorView& v) {
+  if (v.read_only()) throw Error(PyExc_ValueError, detail::arg(v.name()) + "is read-only");
+}
+
+}  // namespace tdb
+
+#endif  // TORCH_DLPACK_BRIDGE_CONSUMER_H_
