@@ -65,6 +65,7 @@ class Error : public std::exception {
       PyErr_SetString(PyExc_RuntimeError, "DLPack producer failed without setting a Python exception");
     }
   }
+  /*! \brief The message (owned by the Error). */
   const char* what() const noexcept override { return msg_.c_str(); }
 
  private:
@@ -167,6 +168,7 @@ class ErrorStash {
 // Data types, devices and small DLTensor utilities (no ownership involved)
 // ---------------------------------------------------------------------------------------------
 
+/*! \brief Common data types and the CPU device, as plain values (nothing to own). */
 constexpr DLDataType kBool{kDLBool, 8, 1};
 constexpr DLDataType kInt8{kDLInt, 8, 1};
 constexpr DLDataType kInt16{kDLInt, 16, 1};
@@ -440,7 +442,7 @@ class ManagedTensor {
   DLManagedTensorVersioned* get() const { return t_; }
   /*! \brief The held DLTensor; its shape/strides/data live until the deleter runs. Handle must be non-empty. */
   const DLTensor& dl() const { return t_->dl_tensor; }
-  DLTensor& dl() { return t_->dl_tensor; }
+  DLTensor& dl() { return t_->dl_tensor; }  // mutable overload
   /*! \brief The producer's table (static) or nullptr. */
   const DLPackExchangeAPI* api() const { return api_; }
   /*! \brief DLPACK_FLAG_BITMASK_* flags of the held tensor. */
@@ -487,6 +489,7 @@ class TensorView {
   const char* name() const { return name_; }
   /*! \brief The producer's table (static), e.g. for allocate() and current_stream(). */
   const DLPackExchangeAPI* api() const { return api_; }
+  /*! \brief Shortcuts into dl(): borrowed values, valid as long as the view. */
   int32_t ndim() const { return t_.ndim; }
   int64_t size(int32_t dim) const { return t_.shape[dim]; }
   int64_t stride(int32_t dim) const { return t_.strides[dim]; }

@@ -1,0 +1,123 @@
+"""``python -m torch_dlpack_bridge``: status, a self-check of every table function, and a quick timing.
+
+``python -m torch_dlpack_bridge --includes`` prints the compiler flag for the consumer headers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import timeit
+from typing import Callable, List, Tuple
+
+import torch
+
+import torch_dlpack_bridge as bridge
+from torch_dlpack_bridge import _probe
+
+CPU = (1, 0)
+
+
+def status() -> None:
+    info = bridge.build_info()
+    print(f"torch {torch.__version__}; torch_dlpack_bridge {bridge.__version__} built against torch "
+          f"{info['torch_full_version']} (C++11 ABI {info['cxx11_abi']}, gcc {info['compiler']}, "
+          f"DLPack {info['dlpack_version'][0]}.{info['dlpack_version'][1]})")
+    native = bridge._native_capsule()
+    print(f"torch's own table: {'present' if native is not None else 'absent (this project fills the gap)'}")
+    for name, provider in bridge.active_provider().items():
+        print(f"  torch.Tensor.{name} -> {provider}")
+
+
+def self_check(api) -> List[Tuple[str, bool, str]]:
+    """Runs every function of `api` on real tensors through the C probe; returns (check, ok, detail)."""
+    results: List[Tuple[str, bool, str]] = []
+
+    def check(name: str, body: Callable[[], str]) -> None:
+        try:
+            results.append((name, True, body()))
+        except Exception as e:  # a failed check is reported, not raised
+            results.append((name, False, f"{type(e).__name__}: {e}"))
+
+    t = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4).transpose(0, 2)[1:]
+
+    def dltensor() -> str:
+        data, device, ndim, dtype, shape, strides, offset = _probe.dltensor(api, t)
+        assert (data, device, shape, strides, offset) == (t.data_ptr(), CPU, tuple(t.shape), t.stride(), 0)
+        assert dtype == (2, 32, 1) and ndim == 3
+        return f"shape {shape} strides {strides}"
+
+    def owning_round_trip() -> str:
+        managed = _probe.export(api, t)
+        assert managed.version() == (1, 3) and managed.flags() == 0
+        back = managed.to_python(api)
+        assert back.data_ptr() == t.data_ptr() and torch.equal(back, t)
+        return "export -> import aliases the source"
+
+    def allocate() -> str:
+        managed = _probe.allocate(api, (5, 7), (2, 16, 1), CPU)
+        _, device, _, dtype, shape, strides, _ = managed.info()
+        assert (device, dtype, shape, strides) == (CPU, (2, 16, 1), (5, 7), (7, 1))
+        out = managed.to_python(api)
+        assert out.dtype == torch.float16 and out.shape == (5, 7)
+        return "float16 (5, 7) through torch's allocator"
+
+    def stream() -> str:
+        assert _probe.current_stream(api, *CPU) == 0
+        return "CPU stream is NULL"
+
+    def refusals() -> str:
+        for bad, kind in ((t.to_sparse(), BufferError), (torch.ones(2, dtype=torch.complex64).conj(), BufferError),
+                          (None, TypeError)):
+            try:
+                _probe.dltensor(api, bad)
+            except kind:
+                continue
+            raise AssertionError(f"{type(bad).__name__} was not refused with {kind.__name__}")
+        return "sparse, conj view and None refused with BufferError/TypeError"
+
+    for name, body in (("dltensor_from_py_object_no_sync", dltensor),
+                       ("managed_tensor_from/to_py_object_no_sync", owning_round_trip),
+                       ("managed_tensor_allocator", allocate), ("current_work_stream", stream),
+                       ("clear errors", refusals)):
+        check(name, body)
+    return results
+
+
+def quick_timing() -> None:
+    """ns per call, timed from C by the probe, for this table and torch's own; and t.__dlpack__() from Python."""
+    t = torch.empty(8, 16, 32)
+    tables = [("torch_dlpack_bridge", bridge.exchange_api())]
+    if bridge._native_capsule() is not None:
+        tables.append(("torch native", bridge._native_capsule()))
+    rows = [("dltensor_from_py_object_no_sync", "dltensor", t), ("managed export + deleter", "managed", t),
+            ("import (to_py) + drop", "to_python", t), ("allocator + deleter", "allocate", t),
+            ("current_work_stream(CPU)", "stream", CPU)]
+    print(f"{'ns per call (median)':34}" + "".join(f"{name:>22}" for name, _ in tables))
+    for label, which, obj in rows:
+        cells = [_probe.time(capsule, which, obj, 20000, 7) for _, capsule in tables]
+        print(f"{label:34}" + "".join(f"{ns:22.1f}" for ns in cells))
+    n = 20000
+    python_ns = min(timeit.repeat(t.__dlpack__, number=n, repeat=5)) / n * 1e9
+    print(f"{'t.__dlpack__() from Python':34}{python_ns:22.1f}")
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torch_dlpack_bridge", description=__doc__)
+    parser.add_argument("--includes", action="store_true", help="print the -I flag for the consumer headers")
+    args = parser.parse_args(argv)
+    if args.includes:
+        print(f"-I{bridge.get_include()}")
+        return 0
+    status()
+    print("\nself-check (this project's table, called from C):")
+    results = self_check(bridge.exchange_api())
+    for name, ok, detail in results:
+        print(f"  [{'ok' if ok else 'FAIL'}] {name}: {detail}")
+    print("\nquick timing:")
+    quick_timing()
+    return 0 if all(ok for _, ok, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
