@@ -24,6 +24,14 @@
 /*! \brief Minor version: a change means new enum values or table entries, same layout. */
 #define DLPACK_MINOR_VERSION 3
 
+/*! \brief Linkage macros of the reference header, kept because code written against it uses them. */
+#ifdef __cplusplus
+#define DLPACK_EXTERN_C extern "C"
+#else
+#define DLPACK_EXTERN_C
+#endif
+#define DLPACK_DLL
+
 /*! \brief Flag: the consumer must not write through the data pointer. */
 #define DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0UL)
 /*! \brief Flag: the producer made a copy; the consumer owns the data alone until it calls the deleter. */
@@ -113,6 +121,16 @@ typedef struct {
   int64_t* strides;     /*!< ndim strides in elements; non-NULL when ndim > 0 (since 1.2) */
   uint64_t byte_offset; /*!< bytes from `data` to the first element */
 } DLTensor;
+
+/*!
+ * \brief The pre-1.0 owned tensor, without version or flags (DLPack's legacy "dltensor" capsules).
+ * Declared because code written against the reference header (torch's DLConvertor.h among it) uses it.
+ */
+typedef struct DLManagedTensor {
+  DLTensor dl_tensor;  /*!< the tensor */
+  void* manager_ctx;   /*!< producer's private context */
+  void (*deleter)(struct DLManagedTensor* self); /*!< releases everything; may be NULL */
+} DLManagedTensor;
 
 /*!
  * \brief An owned tensor. The holder of the pointer owns it until it calls `deleter(self)`, which frees
