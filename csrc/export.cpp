@@ -113,12 +113,10 @@ DLManagedTensorVersioned* export_owning(const at::Tensor& t) {
   if (memory == nullptr) throw std::bad_alloc();
   auto* holder = new (memory) OwnedExport{{}, t.unsafeGetTensorImpl()->unsafe_storage()};
   int64_t* dims = holder->dims();
-  if (ndim > 0) {
-    std::memcpy(dims, view.shape, ndim * sizeof(int64_t));
-    std::memcpy(dims + ndim, view.strides, ndim * sizeof(int64_t));
-  }
-  view.shape = ndim > 0 ? dims : nullptr;
-  view.strides = ndim > 0 ? dims + ndim : nullptr;
+  std::memcpy(dims, view.shape, ndim * sizeof(int64_t));
+  std::memcpy(dims + ndim, view.strides, ndim * sizeof(int64_t));
+  view.shape = dims;  // for ndim 0: non-NULL and empty, as the borrowed view gives it
+  view.strides = dims + ndim;
   DLManagedTensorVersioned& m = holder->managed;
   m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   m.manager_ctx = holder;

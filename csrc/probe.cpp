@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "torch_dlpack_bridge/dlpack.h"
@@ -119,9 +120,11 @@ void counting_deleter(DLManagedTensorVersioned* m) {
   m->deleter = tramp->deleter;
   m->manager_ctx = tramp->manager_ctx;
   std::free(tramp);
-  PyGILState_STATE gil = PyGILState_Ensure();
-  ++g_deleter_calls;
-  PyGILState_Release(gil);
+  if (Py_IsInitialized()) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    ++g_deleter_calls;
+    PyGILState_Release(gil);
+  }
   if (m->deleter != nullptr) m->deleter(m);
 }
 
@@ -136,7 +139,46 @@ PyObject* managed_count_deletes(PyObject* self, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// Calls the deleter on a new native thread that never holds the GIL (as a consumer's worker thread would).
+PyObject* managed_delete_on_native_thread(PyObject* self, PyObject*) {
+  DLManagedTensorVersioned* m = owned(self);
+  if (m == nullptr) return nullptr;
+  reinterpret_cast<Managed*>(self)->tensor = nullptr;
+  Py_BEGIN_ALLOW_THREADS
+  std::thread([m] {
+    if (m->deleter != nullptr) m->deleter(m);
+  }).join();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+// Tensors kept for a C atexit handler, which runs after the interpreter has been finalized.
+std::vector<DLManagedTensorVersioned*>* g_kept_until_exit = nullptr;
+
+void delete_kept_tensors() {
+  for (DLManagedTensorVersioned* m : *g_kept_until_exit) {
+    if (m->deleter != nullptr) m->deleter(m);
+  }
+  std::fprintf(stderr, "probe: deleted %zu tensors after finalization\n", g_kept_until_exit->size());
+}
+
+PyObject* managed_keep_until_exit(PyObject* self, PyObject*) {
+  DLManagedTensorVersioned* m = owned(self);
+  if (m == nullptr) return nullptr;
+  if (g_kept_until_exit == nullptr) {
+    g_kept_until_exit = new std::vector<DLManagedTensorVersioned*>();
+    std::atexit(delete_kept_tensors);
+  }
+  g_kept_until_exit->push_back(m);
+  reinterpret_cast<Managed*>(self)->tensor = nullptr;
+  Py_RETURN_NONE;
+}
+
 PyMethodDef managed_methods[] = {
+    {"delete_on_native_thread", managed_delete_on_native_thread, METH_NOARGS,
+     "Call the deleter from a native thread without the GIL."},
+    {"keep_until_exit", managed_keep_until_exit, METH_NOARGS,
+     "Call the deleter from a C atexit handler, after interpreter finalization."},
     {"info", managed_info, METH_NOARGS, "The DLTensor as a tuple."},
     {"version", managed_version, METH_NOARGS, "(major, minor)."},
     {"flags", managed_flags, METH_NOARGS, "The flags bitmask."},
