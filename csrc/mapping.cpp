@@ -40,7 +40,8 @@ c10::Device device_of(DLDevice d) {
   }
   if (type == c10::DeviceType::CPU) return c10::Device(type);
   if (!c10::impl::hasDeviceGuardImpl(type)) {
-    fail(ErrorKind::Buffer, "this torch build has no support for " + c10::DeviceTypeName(type, true) + " devices");
+    fail(ErrorKind::Buffer, "this torch has no " + c10::DeviceTypeName(type, true) +
+                                " backend (not built in, and no extension registered one)");
   }
   const int count = c10::impl::getDeviceGuardImpl(type)->deviceCount();
   if (d.device_id < 0 || d.device_id >= count) {

@@ -1,6 +1,7 @@
 """``python -m torch_dlpack_bridge``: status, a self-check of every table function, and a quick timing.
 
-``python -m torch_dlpack_bridge --includes`` prints the compiler flag for the consumer headers.
+``python -m torch_dlpack_bridge --includes`` prints the compiler flag for the consumer headers;
+``python -m torch_dlpack_bridge bench`` runs a short version of the benchmark suite (benchmarks/).
 """
 
 from __future__ import annotations
@@ -103,6 +104,10 @@ def quick_timing() -> None:
 
 
 def main(argv: List[str]) -> int:
+    if argv[:1] == ["bench"]:
+        from torch_dlpack_bridge import _bench
+
+        return _bench.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m torch_dlpack_bridge", description=__doc__)
     parser.add_argument("--includes", action="store_true", help="print the -I flag for the consumer headers")
     args = parser.parse_args(argv)
