@@ -22,6 +22,10 @@ inline bool is_torch_tensor(PyObject* obj) noexcept {
          (tensor_type != nullptr && PyType_IsSubtype(type, tensor_type));
 }
 
+inline c10::ScalarType scalar_type(const c10::TensorImpl* impl) noexcept {
+  return c10::typeMetaToScalarType(impl->dtype());
+}
+
 int raise_not_a_tensor(PyObject* obj) noexcept {
   if (obj == nullptr) return raise_python(ErrorKind::Type, "expected a torch.Tensor, got NULL");
   PyErr_Format(PyExc_TypeError, "expected a torch.Tensor, got %.200s", Py_TYPE(obj)->tp_name);
@@ -38,11 +42,11 @@ int raise_not_a_tensor(PyObject* obj) noexcept {
                                 ": DLPack describes strided tensors only (use .to_dense())");
   }
   if (impl->is_quantized()) {
-    fail(ErrorKind::Buffer, prefix + "a quantized tensor (" + std::string(c10::toString(impl->dtype().toScalarType())) +
+    fail(ErrorKind::Buffer, prefix + "a quantized tensor (" + std::string(c10::toString(scalar_type(impl))) +
                                 "): DLPack has no quantized types (use .dequantize() or .int_repr())");
   }
-  if (dl_dtype_of(impl->dtype().toScalarType()).bits == 0) {
-    fail(ErrorKind::Buffer, prefix + "dtype " + std::string(c10::toString(impl->dtype().toScalarType())) +
+  if (dl_dtype_of(scalar_type(impl)).bits == 0) {
+    fail(ErrorKind::Buffer, prefix + "dtype " + std::string(c10::toString(scalar_type(impl))) +
                                 ": DLPack has no equivalent");
   }
   if (impl->is_conj()) {
@@ -64,7 +68,7 @@ int raise_not_a_tensor(PyObject* obj) noexcept {
 // Fills `out` from `t`, borrowing shape and strides from the tensor's own metadata (no allocation).
 inline void describe(const at::Tensor& t, DLTensor& out) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  const DLDataType dtype = dl_dtype_of(impl->dtype().toScalarType());
+  const DLDataType dtype = dl_dtype_of(scalar_type(impl));
   const int32_t device_type = dl_device_type_of(impl->device_type());
   // One branch for the common case; refuse() works out which rule was broken.
   if (C10_UNLIKELY(dtype.bits == 0 || device_type == 0 || impl->layout() != c10::kStrided || impl->is_nested() ||
