@@ -44,8 +44,8 @@ PyObject* int_tuple(const int64_t* values, int32_t n) {
 // (data, (device_type, device_id), ndim, (code, bits, lanes), shape, strides, byte_offset); shape and
 // strides are None when NULL.
 PyObject* describe(const DLTensor& t) {
-  PyObject* shape = t.shape ? int_tuple(t.shape, t.ndim) : Py_NewRef(Py_None);
-  PyObject* strides = t.strides ? int_tuple(t.strides, t.ndim) : Py_NewRef(Py_None);
+  PyObject* shape = t.shape ? int_tuple(t.shape, t.ndim) : (Py_INCREF(Py_None), Py_None);
+  PyObject* strides = t.strides ? int_tuple(t.strides, t.ndim) : (Py_INCREF(Py_None), Py_None);
   return Py_BuildValue("(N(ii)i(iii)NNK)", PyLong_FromVoidPtr(t.data), int(t.device.device_type), t.device.device_id,
                        t.ndim, t.dtype.code, t.dtype.bits, t.dtype.lanes, shape, strides,
                        (unsigned long long)t.byte_offset);
@@ -338,7 +338,8 @@ PyObject* probe_make(PyObject*, PyObject* args, PyObject* kwargs) {
   m.deleter = with_deleter ? made_deleter : nullptr;
   m.manager_ctx = made;
   m.flags = flags;
-  made->owner = Py_NewRef(owner);
+  Py_INCREF(owner);
+  made->owner = owner;
   DLTensor& t = m.dl_tensor;
   t.data = reinterpret_cast<void*>(data);
   t.device = {static_cast<DLDeviceType>(device_type), device_id};
@@ -483,7 +484,9 @@ PyMODINIT_FUNC PyInit__probe() {
   ManagedType.tp_doc = "Owns one DLManagedTensorVersioned; calls its deleter once (on delete() or when dropped).";
   if (PyType_Ready(&ManagedType) < 0) return nullptr;
   PyObject* m = PyModule_Create(&module);
-  if (m != nullptr && PyModule_AddObjectRef(m, "Managed", reinterpret_cast<PyObject*>(&ManagedType)) < 0) {
+  Py_INCREF(&ManagedType);
+  if (m != nullptr && PyModule_AddObject(m, "Managed", reinterpret_cast<PyObject*>(&ManagedType)) < 0) {
+    Py_DECREF(&ManagedType);
     Py_DECREF(m);
     return nullptr;
   }
