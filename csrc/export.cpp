@@ -53,7 +53,9 @@ int raise_not_a_tensor(PyObject* obj) noexcept {
     fail(ErrorKind::Buffer, prefix + "a tensor with the conjugate bit set: call .resolve_conj() first");
   }
   if (impl->is_neg()) fail(ErrorKind::Buffer, prefix + "a tensor with the negative bit set: call .resolve_neg() first");
-  if (impl->device_type() == c10::DeviceType::Meta) fail(ErrorKind::Buffer, prefix + "a meta tensor: it has no data");
+  if (impl->device_type() == c10::DeviceType::Meta) {
+    fail(ErrorKind::Buffer, prefix + "a meta tensor (or a FakeTensor): it has no data");
+  }
   if (dl_device_type_of(impl->device_type()) == 0) {
     fail(ErrorKind::Buffer,
          prefix + "a tensor on " + c10::DeviceTypeName(impl->device_type(), true) + ": DLPack has no such device");
@@ -83,9 +85,15 @@ inline void describe(const at::Tensor& t, DLTensor& out) {
   out.dtype = dtype;
   out.device.device_type = static_cast<DLDeviceType>(device_type);
   out.device.device_id = device_type == kDLCPU ? 0 : impl->device().index();
-  // mutable_data() materializes a lazily-cloned (copy-on-write) storage: the consumer may write.
-  out.data = impl->numel() == 0 ? nullptr : impl->mutable_data();
   out.byte_offset = 0;
+  if (impl->numel() == 0) {
+    out.data = nullptr;
+    return;
+  }
+  // Wrapper subclasses and functional tensors have a storage whose DataPtr is NULL: nothing to hand out.
+  if (C10_UNLIKELY(impl->unsafe_storage().data() == nullptr)) refuse(t);
+  // mutable_data() materializes a lazily-cloned (copy-on-write) storage: the consumer may write.
+  out.data = impl->mutable_data();
 }
 
 // One allocation: the managed struct, then shape and strides. It holds the storage, not the tensor, so an

@@ -3,6 +3,7 @@
 #include <c10/core/TensorImpl.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <algorithm>
 #include <string>
 
 #include "bridge.h"
@@ -56,12 +57,21 @@ at::Tensor import_tensor(DLManagedTensorVersioned* m, bool& owned_by_tensor) {
   if ((m->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) && t.dtype.bits < 8) {
     fail(ErrorKind::Buffer, "padded sub-byte DLPack data has no torch equivalent (torch packs fp4 pairs)");
   }
-  int64_t contiguous[kMaxDims];
+  int64_t own_strides[kMaxDims];  // when the producer's strides need filling in or fixing up
   const int64_t* strides = t.strides;
   if (t.ndim > 0 && strides == nullptr) {
     if (m->version.minor >= 2) fail(ErrorKind::Value, "DLPack >= 1.2 tensor has ndim > 0 and NULL strides");
-    row_major_strides(t, contiguous);
-    strides = contiguous;
+    row_major_strides(t, own_strides);
+    strides = own_strides;
+  }
+  // A stride that is never used (a size-one dim: numpy gives negative ones after a reversal; or any dim
+  // when there are no elements) may be negative; torch wants strides >= 0, so it becomes 1.
+  for (int32_t i = 0; i < t.ndim; ++i) {
+    if (strides[i] < 0 && (t.shape[i] == 1 || numel == 0)) {
+      if (strides != own_strides) std::copy(strides, strides + t.ndim, own_strides);
+      strides = own_strides;
+      own_strides[i] = 1;
+    }
   }
   if (numel > 0 && t.data == nullptr) fail(ErrorKind::Value, "DLPack tensor has elements but NULL data");
   const size_t item_size = c10::elementSize(scalar_type);

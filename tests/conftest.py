@@ -1,5 +1,10 @@
 """Shared fixtures: the tables under test and the torch-free C consumer that calls them."""
 
+import os
+import resource
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -37,3 +42,31 @@ def bridge_published():
     torch_dlpack_bridge.install(prefer="bridge")
     yield
     torch_dlpack_bridge.install(prefer="torch")
+
+
+# Every torch dtype DLPack can describe, with its DLPack 1.3 (code, bits, lanes); export, import and
+# allocation tests share it. float4_e2m1fn_x2 is one byte holding two fp4 values: two 4-bit lanes.
+_DLPACK_DTYPE_NAMES = [
+    ("bool", (6, 8, 1)),
+    ("uint8", (1, 8, 1)), ("uint16", (1, 16, 1)), ("uint32", (1, 32, 1)), ("uint64", (1, 64, 1)),
+    ("int8", (0, 8, 1)), ("int16", (0, 16, 1)), ("int32", (0, 32, 1)), ("int64", (0, 64, 1)),
+    ("float16", (2, 16, 1)), ("float32", (2, 32, 1)), ("float64", (2, 64, 1)),
+    ("bfloat16", (4, 16, 1)),
+    ("complex32", (5, 32, 1)), ("complex64", (5, 64, 1)), ("complex128", (5, 128, 1)),
+    ("float8_e4m3fn", (10, 8, 1)), ("float8_e4m3fnuz", (11, 8, 1)), ("float8_e5m2", (12, 8, 1)),
+    ("float8_e5m2fnuz", (13, 8, 1)), ("float8_e8m0fnu", (14, 8, 1)),
+    ("float4_e2m1fn_x2", (17, 4, 2)),
+]
+DLPACK_DTYPES = {getattr(torch, name): dl for name, dl in _DLPACK_DTYPE_NAMES if hasattr(torch, name)}
+FLOAT32 = (2, 32, 1)
+CPU = (kDLCPU, 0)
+
+
+def run_python(code, **env):
+    """Runs `code` in a fresh interpreter that imports this checkout's package (extra environment variables
+    in `env`), with core dumps off: some tests show that torch's own table crashes where ours raises."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(torch_dlpack_bridge.__file__)))
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+                    **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env,
+                          timeout=300, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))

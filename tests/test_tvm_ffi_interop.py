@@ -456,11 +456,12 @@ def _finish_child(proc: subprocess.Popen) -> dict:
 
 
 @pytest.fixture(scope="module")
-def scenario_results(request):
+def scenario_results(request, tmp_path_factory):
     """Runs, in parallel, one child per scenario that the session selected; results by scenario."""
     if importlib.util.find_spec("tvm_ffi") is None:
         pytest.skip("apache-tvm-ffi is not installed")
-    build_dir = str(request.config.cache.mkdir("tvm_ffi_interop_build"))
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    build_dir = str(cache.mkdir("tvm_ffi_interop_build") if cache else tmp_path_factory.mktemp("tvm_ffi_build"))
     wanted = {item.callspec.params["scenario"] for item in request.session.items
               if item.module is request.module and hasattr(item, "callspec") and "scenario" in item.callspec.params}
     # the first compile of the kernel module happens in one child; the others wait on tvm-ffi's build lock

@@ -1,0 +1,174 @@
+"""Allocation through the table: managed_tensor_allocator, called by the torch-free C consumer `_probe`.
+
+`_probe.allocate(api, shape, dtype, device)` builds the prototype, passes a SetError that records its calls,
+and raises the builtin exception SetError named only if SetError ran exactly once on failure and never on
+success (otherwise SystemError): so `pytest.raises(ValueError)` below also checks the SetError contract.
+"""
+
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import CPU, DLPACK_DTYPES, FLOAT32, kDLCPU, kDLCUDA, kDLOpenCL
+
+kDLCUDAManaged = 13
+
+
+def contiguous_strides(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def numel(shape):
+    return int(np.prod(shape, dtype=object)) if shape else 1
+
+
+SHAPES = [[], [0], [5], [2, 3, 4], [1, 5, 1], [3, 0, 2], [2] * 10]
+
+
+# ---- what is allocated ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", list(DLPACK_DTYPES), ids=lambda d: str(d).replace("torch.", ""))
+def test_allocator_takes_dtype_from_prototype(probe, api, dtype):
+    dl = DLPACK_DTYPES[dtype]
+    m = probe.allocate(api, [3, 4], dl, CPU)
+    data, device, ndim, dl_dtype, shape, strides, byte_offset = m.info()
+    assert (device, ndim, dl_dtype, shape, strides, byte_offset) == (CPU, 2, dl, (3, 4), (4, 1), 0)
+    assert data != 0
+    x = m.to_python(api)
+    assert x.dtype is dtype and x.shape == (3, 4) and x.data_ptr() == data
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_allocator_takes_shape_from_prototype_with_contiguous_strides(probe, api, shape):
+    m = probe.allocate(api, shape, FLOAT32, CPU)
+    data, device, ndim, dl_dtype, got_shape, strides, byte_offset = m.info()
+    assert (device, ndim, dl_dtype, byte_offset) == (CPU, len(shape), FLOAT32, 0)
+    assert got_shape == tuple(shape) and strides == contiguous_strides(shape)  # () not NULL for 0-dim
+    assert (data == 0) == (numel(shape) == 0), "data is NULL exactly when the tensor is empty"
+
+
+@pytest.mark.parametrize("shape", [[], [5], [2, 3, 4]], ids=str)
+def test_allocation_is_version_1_3_with_no_flags(probe, api, shape):
+    m = probe.allocate(api, shape, FLOAT32, CPU)
+    assert m.version() == (1, 3)
+    assert m.flags() == 0
+
+
+def test_allocated_memory_is_aligned_like_torch_cpu_allocations(probe, api):
+    for n in (1, 3, 17, 1000):
+        assert probe.allocate(api, [n], (0, 8, 1), CPU).info()[0] % 64 == 0
+
+
+def test_allocated_memory_is_writable_and_read_through_the_pointer(probe, api):
+    m = probe.allocate(api, [2, 3], (0, 32, 1), CPU)
+    data = m.info()[0]
+    x = m.to_python(api)
+    x.copy_(torch.arange(6, dtype=torch.int32).reshape(2, 3))
+    assert probe.read(data, 24) == np.arange(6, dtype=np.int32).tobytes()
+
+
+def test_allocations_are_distinct(probe, api):
+    kept = [probe.allocate(api, [16], FLOAT32, CPU) for _ in range(8)]
+    assert len({m.info()[0] for m in kept}) == len(kept)
+
+
+@pytest.mark.parametrize("device_id", [0, 3, -1])
+def test_allocator_on_cpu_ignores_device_id(probe, api, device_id):
+    assert probe.allocate(api, [4], FLOAT32, (kDLCPU, device_id)).info()[1] == CPU
+
+
+def test_allocation_deleter_runs_once_on_delete(probe, api):
+    m = probe.allocate(api, [4], FLOAT32, CPU)
+    m.count_deletes()
+    start = probe.deleter_calls()
+    m.delete()
+    assert probe.deleter_calls() == start + 1
+
+
+def test_allocation_deleter_runs_once_when_imported_tensor_dies(probe, api):
+    m = probe.allocate(api, [4], FLOAT32, CPU)
+    m.count_deletes()
+    start = probe.deleter_calls()
+    x = m.to_python(api)
+    view = x[1:]
+    del x
+    gc.collect()
+    assert probe.deleter_calls() == start
+    del view
+    gc.collect()
+    assert probe.deleter_calls() == start + 1
+
+
+@pytest.mark.parametrize("shape", [[], [5], [2, 3, 4], [0, 3]], ids=str)
+def test_allocation_matches_native_table_except_data(probe, api, native, shape):
+    ours, theirs = probe.allocate(api, shape, FLOAT32, CPU), probe.allocate(native, shape, FLOAT32, CPU)
+    assert (ours.version(), ours.flags()) == (theirs.version(), theirs.flags())
+    assert ours.info()[1:] == theirs.info()[1:]
+
+
+# ---- errors -----------------------------------------------------------------------------------------
+
+# (shape, dtype, device, exception, message fragment)
+BAD_PROTOTYPES = {
+    "unknown_dtype_code": ([4], (99, 32, 1), CPU, ValueError, "code 99"),
+    "opaque_handle_dtype": ([4], (3, 64, 1), CPU, ValueError, "code 3"),
+    "float_with_24_bits": ([4], (2, 24, 1), CPU, ValueError, "bits 24"),
+    "float_with_2_lanes": ([4], (2, 32, 2), CPU, ValueError, "lanes 2"),
+    "float4_with_1_lane": ([4], (17, 4, 1), CPU, ValueError, "code 17"),
+    "bool_1_bit": ([4], (6, 1, 1), CPU, ValueError, "code 6"),
+    "negative_size": ([-4], FLOAT32, CPU, ValueError, "negative"),
+    "negative_size_after_zero": ([0, -1], FLOAT32, CPU, ValueError, "negative"),
+    "overflowing_element_count": ([2 ** 62, 8], FLOAT32, CPU, ValueError, "overflows"),
+    "overflowing_byte_count": ([2 ** 62], FLOAT32, CPU, ValueError, "overflows"),
+    "overflowing_byte_count_of_complex128": ([2 ** 60], (5, 128, 1), CPU, ValueError, "overflows"),
+    "ndim_65": ([1] * 65, FLOAT32, CPU, ValueError, "ndim 65"),
+    "unknown_device_type_99": ([4], FLOAT32, (99, 0), BufferError, "device type 99"),
+    "opencl_device": ([4], FLOAT32, (kDLOpenCL, 0), BufferError, "device type 4"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PROTOTYPES))
+def test_allocator_reports_bad_prototype_through_set_error_once(probe, api, case):
+    shape, dtype, device, error, fragment = BAD_PROTOTYPES[case]
+    with pytest.raises(error, match=fragment) as raised:
+        probe.allocate(api, shape, dtype, device)
+    assert type(raised.value) is error
+
+
+@pytest.mark.parametrize("device_type", [kDLCUDA, kDLCUDAManaged])
+def test_allocator_on_cuda_without_cuda_fails_with_clear_error(probe, api, device_type):
+    if torch.cuda.is_available():
+        pytest.skip("this torch has CUDA devices")
+    with pytest.raises(Exception, match="(?i)cuda") as raised:
+        probe.allocate(api, [4], FLOAT32, (device_type, 0))
+    assert not isinstance(raised.value, SystemError), "SetError must run exactly once"
+
+
+def test_allocator_of_huge_valid_size_fails_cleanly_or_succeeds(probe, api):
+    """2**40 bytes: torch's CPU allocator refuses it with a c10::Error, which reaches the consumer as
+    RuntimeError (MemoryError would also do); with memory overcommit it may even succeed. Never a crash,
+    never SetError twice."""
+    try:
+        m = probe.allocate(api, [2 ** 38], FLOAT32, CPU)
+    except (MemoryError, RuntimeError) as error:
+        assert "allocate" in str(error) or "memory" in str(error).lower()
+        assert not isinstance(error, SystemError)
+    else:
+        assert m.info()[4] == (2 ** 38,)
+        m.delete()
+
+
+@pytest.mark.parametrize("case", ["unknown_dtype_code", "negative_size", "unknown_device_type_99"])
+def test_native_allocator_reports_every_failure_as_memory_error(probe, api, native, case):
+    """Deliberate difference: torch's table names every failure MemoryError through SetError."""
+    shape, dtype, device, error, _ = BAD_PROTOTYPES[case]
+    with pytest.raises(MemoryError):
+        probe.allocate(native, shape, dtype, device)
+    with pytest.raises(error):
+        probe.allocate(api, shape, dtype, device)

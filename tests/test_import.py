@@ -1,0 +1,454 @@
+"""Import through the table: managed_tensor_to_py_object_no_sync, fed by the torch-free C consumer `_probe`.
+
+What is pinned: zero-copy round trips that alias the source, the producer's deleter running exactly once
+(when the last torch view dies, or at once when the import fails), byte_offset, NULL strides only before
+DLPack 1.2, the refusal of another major version, and the exception type of every malformed struct. The
+producers are this project's table, torch's own table, numpy's __dlpack__ and `_probe.make` (a struct built
+field by field, malformed on purpose, whose deleter counts into `_probe.deleter_calls()`).
+"""
+
+import gc
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import CPU, DLPACK_DTYPES, FLOAT32, kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, run_python
+
+kDLROCMHost = 11
+
+
+# ---- helpers ----------------------------------------------------------------------------------------
+
+class DeleterCount:
+    """Counts the probe's deleter calls since it was made: `calls.new` is the number so far."""
+
+    def __init__(self, probe):
+        self.probe, self.start = probe, probe.deleter_calls()
+
+    @property
+    def new(self):
+        return self.probe.deleter_calls() - self.start
+
+
+def buffer16():
+    """16 distinct float32 values a probe-made tensor can point into (and keep alive as its owner)."""
+    return np.arange(16, dtype=np.float32)
+
+
+def make_over(probe, buf, **fields):
+    """A probe-made DLManagedTensorVersioned over `buf` (float32 [4] on CPU unless `fields` say otherwise)."""
+    spec = dict(data=buf.ctypes.data, device=CPU, dtype=FLOAT32, shape=[4], strides=[1], owner=buf)
+    spec.update(fields)
+    return probe.make(spec.pop("data"), spec.pop("device"), spec.pop("dtype"), spec.pop("shape"),
+                      spec.pop("strides"), **spec)
+
+
+def sample(dtype):
+    raw = torch.arange(64, dtype=torch.uint8)
+    return (raw % 2 if dtype is torch.bool else raw).view(dtype)
+
+
+def as_bytes(t):
+    return t.view(torch.uint8).numpy().tobytes() if t.dtype is not torch.uint8 else t.numpy().tobytes()
+
+
+ALL_DTYPES = pytest.mark.parametrize("dtype", list(DLPACK_DTYPES), ids=lambda d: str(d).replace("torch.", ""))
+
+
+# ---- round trips ------------------------------------------------------------------------------------
+
+VIEWS = {
+    "contiguous": lambda t: t,
+    "transposed": lambda t: t.t(),
+    "sliced": lambda t: t[1:3, 1:],
+    "step": lambda t: t[:, ::2],
+    "expanded": lambda t: t[0:1, :].expand(3, 4),
+    "zero_dim": lambda t: t[1, 2],
+}
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_round_trip_aliases_source(probe, api, view):
+    t = VIEWS[view](torch.arange(12.0).reshape(3, 4))
+    x = probe.export(api, t).to_python(api)
+    assert type(x) is torch.Tensor
+    assert (x.data_ptr(), x.shape, x.stride(), x.dtype, x.device) == (t.data_ptr(), t.shape, t.stride(),
+                                                                       t.dtype, t.device)
+    assert torch.equal(x, t)
+    assert not x.requires_grad
+
+
+def test_round_trip_writes_are_visible_both_ways(probe, api):
+    t = torch.zeros(3, 4)
+    x = probe.export(api, t[:, 1:]).to_python(api)
+    x[0, 0] = 42.0
+    assert t[0, 1] == 42.0
+    t[2, 3] = 7.0
+    assert x[2, 2] == 7.0
+
+
+@ALL_DTYPES
+def test_round_trip_keeps_dtype_and_pointer(probe, api, dtype):
+    t = sample(dtype)[1::2]
+    x = probe.export(api, t).to_python(api)
+    assert (x.dtype, x.data_ptr(), x.shape, x.stride()) == (dtype, t.data_ptr(), t.shape, t.stride())
+
+
+@ALL_DTYPES
+def test_import_accepts_every_dlpack_dtype_from_a_raw_struct(probe, api, dtype):
+    raw = np.arange(64, dtype=np.uint8)
+    if dtype is torch.bool:
+        raw %= 2
+    itemsize = dtype.itemsize
+    x = probe.make(raw.ctypes.data, CPU, DLPACK_DTYPES[dtype], [64 // itemsize], [1], owner=raw).to_python(api)
+    assert x.dtype is dtype and x.shape == (64 // itemsize,) and x.data_ptr() == raw.ctypes.data
+    assert as_bytes(x) == raw.tobytes()
+
+
+@ALL_DTYPES
+@pytest.mark.parametrize("direction", ["ours_to_native", "native_to_ours"])
+def test_cross_table_round_trip_matches(probe, api, native, dtype, direction):
+    producer, consumer = (api, native) if direction == "ours_to_native" else (native, api)
+    t = sample(dtype).reshape(4, -1)[:, 1:]
+    x = probe.export(producer, t).to_python(consumer)
+    assert (x.dtype, x.data_ptr(), x.shape, x.stride()) == (dtype, t.data_ptr(), t.shape, t.stride())
+
+
+def test_round_trip_deleter_runs_once_when_last_view_dies(probe, api):
+    t = torch.arange(6.0)
+    m = probe.export(api, t)
+    m.count_deletes()
+    calls = DeleterCount(probe)
+    x = m.to_python(api)
+    view = x[2:]
+    assert calls.new == 0
+    del x
+    gc.collect()
+    assert calls.new == 0, "a view of the import still holds the producer's tensor"
+    del view
+    gc.collect()
+    assert calls.new == 1
+
+
+def test_import_keeps_producer_memory_alive_until_deleter(probe, api):
+    buf = buffer16()
+    calls = DeleterCount(probe)
+    x = make_over(probe, buf, shape=[16]).to_python(api)
+    del buf
+    gc.collect()
+    assert calls.new == 0
+    assert torch.equal(x, torch.arange(16.0))
+    del x
+    assert calls.new == 1
+
+
+def test_import_of_owning_export_outlives_the_source(probe, api):
+    t = torch.arange(6.0)
+    m = probe.export(api, t)
+    del t
+    gc.collect()
+    assert torch.equal(m.to_python(api), torch.arange(6.0))
+
+
+# ---- byte_offset, strides, devices ------------------------------------------------------------------
+
+@pytest.mark.parametrize("byte_offset", [4, 8, 32])
+def test_import_honours_byte_offset(probe, api, byte_offset):
+    buf = buffer16()
+    first = byte_offset // 4
+    x = make_over(probe, buf, shape=[3, 2], strides=[2, 1], byte_offset=byte_offset).to_python(api)
+    assert x.data_ptr() == buf.ctypes.data + byte_offset
+    assert torch.equal(x, torch.arange(first, first + 6, dtype=torch.float32).reshape(3, 2))
+
+
+def test_import_honours_byte_offset_like_native(probe, api, native):
+    buf = buffer16()
+    ours = make_over(probe, buf, byte_offset=12).to_python(api)
+    theirs = make_over(probe, buf, byte_offset=12).to_python(native)
+    assert ours.data_ptr() == theirs.data_ptr() == buf.ctypes.data + 12
+    assert torch.equal(ours, theirs)
+
+
+def test_import_keeps_non_contiguous_strides(probe, api):
+    buf = buffer16()
+    x = make_over(probe, buf, shape=[2, 3], strides=[1, 5]).to_python(api)
+    assert x.stride() == (1, 5)
+    assert torch.equal(x, torch.tensor([[0.0, 5.0, 10.0], [1.0, 6.0, 11.0]]))
+
+
+def test_import_accepts_negative_stride_on_size_one_dim(probe, api):
+    buf = buffer16()
+    x = make_over(probe, buf, shape=[1, 3], strides=[-7, 1]).to_python(api)
+    assert x.shape == (1, 3) and x.data_ptr() == buf.ctypes.data
+    assert torch.equal(x, torch.arange(3.0).reshape(1, 3))
+
+
+def test_import_of_numpy_reversed_size_one_axis_matches_native(probe, api, native):
+    arr = np.arange(3.0).reshape(1, 3)[::-1]
+    assert arr.strides[0] < 0
+    theirs = probe.from_capsule(arr.__dlpack__(max_version=(1, 0))).to_python(native)
+    ours = probe.from_capsule(arr.__dlpack__(max_version=(1, 0))).to_python(api)
+    assert ours.data_ptr() == theirs.data_ptr() == arr.ctypes.data
+    assert torch.equal(ours, theirs) and np.array_equal(ours.numpy(), arr)
+
+
+def test_import_accepts_stride_zero(probe, api):
+    buf = buffer16()
+    x = make_over(probe, buf, shape=[3, 4], strides=[0, 1]).to_python(api)
+    assert x.stride() == (0, 1) and torch.equal(x, torch.arange(4.0).expand(3, 4))
+
+
+@pytest.mark.parametrize("version", [(1, 0), (1, 1)])
+def test_import_reads_null_strides_before_1_2_as_row_major(probe, api, version):
+    buf = buffer16()
+    x = make_over(probe, buf, shape=[2, 3], strides=None, version=version).to_python(api)
+    assert x.stride() == (3, 1) and torch.equal(x, torch.arange(6.0).reshape(2, 3))
+
+
+def test_import_accepts_zero_dim_with_null_shape_and_strides(probe, api):
+    buf = buffer16()
+    x = make_over(probe, buf, shape=None, strides=None, byte_offset=8).to_python(api)
+    assert x.shape == () and x.item() == 2.0
+
+
+def test_import_accepts_size_zero_with_null_data(probe, api):
+    x = probe.make(0, CPU, FLOAT32, [2, 0], [0, 1]).to_python(api)
+    assert x.shape == (2, 0) and x.data_ptr() == 0
+
+
+def test_import_accepts_64_dims(probe, api):
+    buf = buffer16()
+    x = make_over(probe, buf, shape=[1] * 63 + [4], strides=[1] * 64).to_python(api)
+    assert x.dim() == 64 and x.numel() == 4
+
+
+@pytest.mark.parametrize("device", [(kDLCPU, 0), (kDLCPU, 7), (kDLCPU, -3), (kDLCUDAHost, 0), (kDLROCMHost, 0)],
+                         ids=["cpu0", "cpu7", "cpu_negative_id", "cuda_host", "rocm_host"])
+def test_import_of_host_memory_is_a_cpu_tensor_whatever_the_id(probe, api, device):
+    buf = buffer16()
+    x = make_over(probe, buf, device=device).to_python(api)
+    assert x.device == torch.device("cpu") and torch.equal(x, torch.arange(4.0))
+
+
+def test_native_refuses_cuda_host_memory_we_accept(probe, api, native):
+    """Deliberate difference: torch's table has no mapping for kDLCUDAHost (pinned host memory)."""
+    buf = buffer16()
+    with pytest.raises(RuntimeError, match="Unsupported device_type: 3"):
+        make_over(probe, buf, device=(kDLCUDAHost, 0)).to_python(native)
+    assert make_over(probe, buf, device=(kDLCUDAHost, 0)).to_python(api).device.type == "cpu"
+
+
+def test_imported_storage_cannot_grow_into_memory_the_producer_does_not_own(probe, api):
+    buf = buffer16()
+    x = make_over(probe, buf).to_python(api)
+    with pytest.raises(RuntimeError, match="not resizable"):
+        x.resize_(1000)
+    assert x.data_ptr() == buf.ctypes.data
+
+
+# ---- versions and deleters --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", [(0, 8), (2, 0), (2, 3)])
+def test_import_refuses_other_major_version_and_deletes_once(probe, api, version):
+    buf = buffer16()
+    calls = DeleterCount(probe)
+    with pytest.raises(BufferError, match=f"major version {version[0]}"):
+        make_over(probe, buf, version=version).to_python(api)
+    assert calls.new == 1
+
+
+def test_native_imports_other_major_version_we_refuse(probe, api, native):
+    """Deliberate difference: torch's table ignores the version field (a 2.x layout would be misread)."""
+    buf = buffer16()
+    assert make_over(probe, buf, version=(2, 0)).to_python(native).data_ptr() == buf.ctypes.data
+    with pytest.raises(BufferError):
+        make_over(probe, buf, version=(2, 0)).to_python(api)
+
+
+@pytest.mark.parametrize("version", [(1, 0), (1, 2), (1, 3), (1, 9)])
+def test_import_accepts_any_minor_version(probe, api, version):
+    buf = buffer16()
+    assert torch.equal(make_over(probe, buf, version=version).to_python(api), torch.arange(4.0))
+
+
+def test_import_accepts_null_deleter(probe, api):
+    buf = buffer16()
+    calls = DeleterCount(probe)
+    x = make_over(probe, buf, deleter=False).to_python(api)
+    assert torch.equal(x, torch.arange(4.0))
+    del x
+    gc.collect()
+    assert calls.new == 0
+
+
+def test_failed_import_with_null_deleter_raises_cleanly(probe, api):
+    buf = buffer16()
+    with pytest.raises(BufferError):
+        make_over(probe, buf, dtype=(99, 32, 1), deleter=False).to_python(api)
+
+
+def test_import_accepts_read_only_flag_like_torch_from_dlpack(probe, api):
+    buf = buffer16()
+    x = make_over(probe, buf, flags=1).to_python(api)
+    assert x.data_ptr() == buf.ctypes.data
+
+
+# Malformed structs: (fields over buffer16(), exception type, message fragment).
+MALFORMED = {
+    "unknown_dtype_code": (dict(dtype=(99, 32, 1)), BufferError, "code 99"),
+    "opaque_handle_code": (dict(dtype=(3, 64, 1)), BufferError, "code 3"),
+    "float_24_bits": (dict(dtype=(2, 24, 1)), BufferError, "bits 24"),
+    "bool_1_bit": (dict(dtype=(6, 1, 1)), BufferError, "code 6"),
+    "float_2_lanes": (dict(dtype=(2, 32, 2)), BufferError, "lanes 2"),
+    "float4_one_lane": (dict(dtype=(17, 4, 1)), BufferError, "code 17"),
+    "float8_e3m4_has_no_torch_dtype": (dict(dtype=(7, 8, 1)), BufferError, "code 7"),
+    "float6_has_no_torch_dtype": (dict(dtype=(15, 6, 1)), BufferError, "code 15"),
+    "padded_sub_byte_float4": (dict(dtype=(17, 4, 2), flags=4), BufferError, "padded"),
+    "negative_shape": (dict(shape=[-1]), ValueError, "negative"),
+    "negative_shape_in_second_dim": (dict(shape=[2, -2], strides=[1, 1]), ValueError, "dim 1"),
+    "null_strides_version_1_3": (dict(shape=[2, 2], strides=None), ValueError, "NULL strides"),
+    "null_strides_version_1_2": (dict(shape=[2, 2], strides=None, version=(1, 2)), ValueError, "NULL strides"),
+    "null_shape_with_ndim_2": (dict(shape=None, strides=None, ndim=2), ValueError, "NULL shape"),
+    "null_data_with_elements": (dict(data=0), ValueError, "NULL data"),
+    "ndim_65": (dict(shape=[1] * 64, strides=[1] * 64, ndim=65), ValueError, "ndim 65"),
+    "unknown_device_type_99": (dict(device=(99, 0)), BufferError, "device type 99"),
+    "opencl_device": (dict(device=(kDLOpenCL, 0)), BufferError, "device type 4"),
+    "cuda_on_cpu_build": (dict(device=(kDLCUDA, 0)), BufferError, "cuda"),
+    "negative_stride": (dict(shape=[4], strides=[-1]), BufferError, "negative strides"),
+    "overflowing_element_count": (dict(shape=[2 ** 62, 4], strides=[4, 1]), ValueError, "overflows"),
+    "overflowing_extent": (dict(shape=[2, 2], strides=[2 ** 62, 1]), ValueError, "overflows"),
+    "overflowing_byte_count": (dict(shape=[2 ** 62], strides=[1]), ValueError, "overflows"),
+    "overflowing_dims_before_a_zero": (dict(shape=[2 ** 40, 2 ** 40, 0], strides=[0, 0, 0]), ValueError,
+                                       "overflows"),
+    "overflowing_row_major_strides_of_1_1": (dict(shape=[0, 2 ** 40, 2 ** 40], strides=None, version=(1, 1)),
+                                             ValueError, "overflows"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_import_raises_documented_error_and_deletes_once(probe, api, case):
+    fields, error, fragment = MALFORMED[case]
+    if case == "cuda_on_cpu_build" and torch.cuda.is_available():
+        pytest.skip("this torch has CUDA devices")
+    buf = buffer16()
+    m = make_over(probe, buf, **fields)
+    calls = DeleterCount(probe)
+    with pytest.raises(error, match=fragment) as raised:
+        m.to_python(api)
+    assert type(raised.value) is error
+    assert calls.new == 1, "the producer's deleter must run exactly once, before the error returns"
+    with pytest.raises(ValueError, match="handed on"):
+        m.info()  # the table owns the struct now: the probe let go of it
+
+
+# ---- torch's table where it does worse (explicit differences) -----------------------------------------
+
+@pytest.mark.parametrize("case", ["unknown_dtype_code", "float_24_bits", "float_2_lanes", "negative_shape",
+                                  "unknown_device_type_99"])
+def test_native_import_leaks_producer_on_failure_where_ours_deletes_once(probe, api, native, case):
+    """torch's table raises RuntimeError and never calls the producer's deleter on these failures."""
+    fields = MALFORMED[case][0]
+    buf = buffer16()
+    calls = DeleterCount(probe)
+    with pytest.raises(RuntimeError) as raised:
+        make_over(probe, buf, **fields).to_python(native)
+    assert not isinstance(raised.value, (BufferError, ValueError))
+    assert calls.new == 0
+    with pytest.raises((BufferError, ValueError)):
+        make_over(probe, buf, **fields).to_python(api)
+    assert calls.new == 1
+
+
+@pytest.mark.parametrize("case", ["null_strides_version_1_3", "null_data_with_elements", "padded_sub_byte_float4"])
+def test_native_imports_malformed_struct_we_refuse(probe, api, native, case):
+    """torch's table accepts these (a row-major guess, a NULL-data tensor with elements, padded fp4 read as
+    packed); ours refuses. The native result is not read. (It also accepts ndim 65, reading strides past
+    the producer's arrays: not repeated here, that read is out of bounds.)"""
+    fields, error, _ = MALFORMED[case]
+    buf = buffer16()
+    make_over(probe, buf, **fields).to_python(native)
+    with pytest.raises(error):
+        make_over(probe, buf, **fields).to_python(api)
+
+
+@pytest.mark.parametrize("case", ["negative_stride", "overflowing_element_count", "overflowing_extent",
+                                  "null_shape_with_ndim_2"])
+def test_native_import_crashes_where_ours_raises(case):
+    """Run in a subprocess: torch's table dies on these structs (signal), ours raises first."""
+    fields, error, _ = MALFORMED[case]
+    code = textwrap.dedent(f"""
+        import numpy as np, torch, torch_dlpack_bridge
+        from torch_dlpack_bridge import _probe
+        buf = np.arange(16, dtype=np.float32)
+        spec = dict(data=buf.ctypes.data, device=(1, 0), dtype=(2, 32, 1), shape=[4], strides=[1], owner=buf)
+        spec.update({fields!r})
+        def made():
+            s = dict(spec)
+            return _probe.make(s.pop("data"), s.pop("device"), s.pop("dtype"), s.pop("shape"), s.pop("strides"), **s)
+        try:
+            made().to_python(torch_dlpack_bridge.exchange_api())
+        except {error.__name__}:
+            print("ours: {error.__name__}", flush=True)
+        made().to_python(torch_dlpack_bridge._native_capsule())
+        print("native: survived", flush=True)
+    """)
+    result = run_python(code)
+    assert f"ours: {error.__name__}" in result.stdout, result.stderr[-2000:]
+    assert "native: survived" not in result.stdout
+    assert result.returncode < 0, (result.returncode, result.stderr[-2000:])
+
+
+def test_native_imports_cuda_struct_as_cuda_tensor_on_a_cpu_build(probe, api, native):
+    """torch's table builds a 'cuda' tensor over host memory on a CPU-only torch; ours refuses."""
+    if torch.cuda.is_available():
+        pytest.skip("this torch has CUDA devices")
+    buf = buffer16()
+    assert make_over(probe, buf, device=(kDLCUDA, 0)).to_python(native).device.type == "cuda"
+    with pytest.raises(BufferError, match="cuda"):
+        make_over(probe, buf, device=(kDLCUDA, 0)).to_python(api)
+
+
+# ---- other producers' capsules ----------------------------------------------------------------------
+
+NUMPY_ARRAYS = {
+    "contiguous": lambda: np.arange(12, dtype=np.float32).reshape(3, 4),
+    "strided": lambda: np.arange(24, dtype=np.float64).reshape(4, 6)[1:, ::2],
+    "transposed": lambda: np.arange(12, dtype=np.int16).reshape(3, 4).T,
+    "zero_dim": lambda: np.array(5, dtype=np.int64),
+    "bool": lambda: np.array([True, False, True]),
+    "complex": lambda: np.arange(4, dtype=np.complex128),
+}
+
+
+@pytest.mark.parametrize("case", list(NUMPY_ARRAYS))
+def test_import_of_numpy_dlpack_capsule_is_zero_copy(probe, api, case):
+    arr = NUMPY_ARRAYS[case]()
+    m = probe.from_capsule(arr.__dlpack__(max_version=(1, 0)))
+    m.count_deletes()
+    calls = DeleterCount(probe)
+    x = m.to_python(api)
+    assert x.data_ptr() == arr.ctypes.data
+    assert x.shape == arr.shape
+    assert x.stride() == tuple(s // arr.itemsize for s in arr.strides)
+    assert np.array_equal(x.numpy(), arr)
+    del x
+    gc.collect()
+    assert calls.new == 1
+
+
+def test_write_through_import_of_numpy_capsule_reaches_the_array(probe, api):
+    arr = np.zeros(4, dtype=np.float32)
+    x = probe.from_capsule(arr.__dlpack__(max_version=(1, 0))).to_python(api)
+    x[1] = 3.0
+    assert arr[1] == 3.0
+
+
+def test_import_of_torch_dlpack_capsule_is_zero_copy(probe, api):
+    """torch answers max_version=(1, 0) with a 1.3 struct (same major version, so a valid answer)."""
+    t = torch.arange(12.0).reshape(3, 4)[:, 1:]
+    m = probe.from_capsule(t.__dlpack__(max_version=(1, 0)))
+    assert m.version() == (1, 3)
+    x = m.to_python(api)
+    assert (x.data_ptr(), x.shape, x.stride()) == (t.data_ptr(), t.shape, t.stride())

@@ -1,0 +1,90 @@
+"""current_work_stream on a machine without accelerators, called by the torch-free C consumer `_probe`.
+
+`_probe.current_stream` pre-fills the out pointer with 0x1, so a returned 0 proves the table wrote NULL.
+Host memory (CPU, CUDA host, ROCm host) has no stream: NULL, whatever the device id. A device this torch
+cannot reach is a Python exception, never a crash. (Registered PrivateUse1 backends: see test_devices.py.)
+"""
+
+import threading
+
+import pytest
+import torch
+
+import torch_dlpack_bridge
+from conftest import kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL
+
+kDLVulkan, kDLROCM, kDLROCMHost, kDLCUDAManaged, kDLWebGPU, kDLHexagon = 7, 10, 11, 13, 15, 16
+
+HOST_DEVICES = [(kDLCPU, 0), (kDLCPU, 5), (kDLCPU, -1), (kDLCUDAHost, 0), (kDLCUDAHost, 2), (kDLROCMHost, 0)]
+NO_TORCH_EQUIVALENT = [99, kDLOpenCL, kDLVulkan, kDLWebGPU, kDLHexagon, 0, -1]
+
+requires_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="this torch has CUDA devices")
+
+
+def host_id(device):
+    return {kDLCPU: "cpu", kDLCUDAHost: "cuda_host", kDLROCMHost: "rocm_host"}[device[0]] + str(device[1])
+
+
+@pytest.mark.parametrize("device", HOST_DEVICES, ids=host_id)
+def test_host_memory_has_null_stream(probe, api, device):
+    assert probe.current_stream(api, *device) == 0
+
+
+@pytest.mark.parametrize("device", HOST_DEVICES, ids=host_id)
+def test_host_stream_matches_native(probe, api, native, device):
+    assert probe.current_stream(api, *device) == probe.current_stream(native, *device) == 0
+
+
+def test_cpu_stream_through_legacy_int_address(probe):
+    assert probe.current_stream(torch_dlpack_bridge.exchange_api_address(), kDLCPU, 0) == 0
+
+
+def test_cpu_stream_from_another_thread(probe, api):
+    results = []
+    worker = threading.Thread(target=lambda: results.append(probe.current_stream(api, kDLCPU, 0)))
+    worker.start()
+    worker.join()
+    assert results == [0]
+
+
+@requires_no_cuda
+@pytest.mark.parametrize("device", [(kDLCUDA, 0), (kDLCUDA, 1), (kDLCUDAManaged, 0)], ids=["cuda0", "cuda1", "managed0"])
+def test_cuda_stream_without_cuda_raises_clear_error(probe, api, device):
+    with pytest.raises(Exception, match="(?i)cuda") as raised:
+        probe.current_stream(api, *device)
+    assert not isinstance(raised.value, SystemError)
+
+
+@requires_no_cuda
+def test_native_returns_null_cuda_stream_without_cuda_where_ours_raises(probe, api, native):
+    """Deliberate difference: torch's table answers NULL (the default stream) for a CUDA device that does
+    not exist; ours says the device cannot be reached."""
+    assert probe.current_stream(native, kDLCUDA, 0) == 0
+    with pytest.raises(BufferError):
+        probe.current_stream(api, kDLCUDA, 0)
+
+
+@pytest.mark.parametrize("device_type", NO_TORCH_EQUIVALENT)
+def test_stream_of_device_type_without_torch_equivalent_raises_buffer_error(probe, api, device_type):
+    with pytest.raises(BufferError, match=f"device type {device_type}"):
+        probe.current_stream(api, device_type, 0)
+
+
+@pytest.mark.skipif(torch.version.hip is not None, reason="kDLROCM is torch's CUDA on a ROCm build")
+def test_rocm_stream_on_a_non_rocm_torch_raises_buffer_error(probe, api):
+    with pytest.raises(BufferError, match="device type 10"):
+        probe.current_stream(api, kDLROCM, 0)
+
+
+@pytest.mark.parametrize("device_type", [99, kDLOpenCL, kDLVulkan])
+def test_native_returns_null_stream_for_unknown_device_where_ours_raises(probe, api, native, device_type):
+    """Deliberate difference: torch's table answers NULL for any device type it does not know."""
+    assert probe.current_stream(native, device_type, 0) == 0
+    with pytest.raises(BufferError):
+        probe.current_stream(api, device_type, 0)
+
+
+def test_failed_stream_query_leaves_no_error_behind(probe, api):
+    with pytest.raises(BufferError):
+        probe.current_stream(api, 99, 0)
+    assert probe.current_stream(api, kDLCPU, 0) == 0
