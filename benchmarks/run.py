@@ -1,0 +1,158 @@
+#!/usr/bin/env python
+"""Full benchmark: this project's table, torch's native table and the tvm-ffi backport side by side.
+
+    python benchmarks/run.py            # about 3-5 minutes on 2 cores (plus ~2 minutes the first time,
+                                        # to build the tvm-ffi backport for this torch; cached after)
+
+Writes benchmarks/RESULTS.md, benchmarks/results.json and benchmarks/results.png. The measurement code lives
+in torch_dlpack_bridge/_bench.py (``python -m torch_dlpack_bridge bench`` runs a short version of it); this
+script adds the backport build, every tensor shape, more rounds, the tvm-ffi end-to-end call and the files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+try:
+    import torch_dlpack_bridge  # noqa: F401
+except ImportError:  # run from a source tree built in place
+    sys.path.insert(0, str(HERE.parent))
+    import torch_dlpack_bridge  # noqa: F401
+
+from torch_dlpack_bridge import _bench, _probe  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+from minimal_export import build as build_minimal  # noqa: E402
+from plot import plot  # noqa: E402
+
+INTRO = """# Benchmark results
+
+Produced by `python benchmarks/run.py` (see `benchmarks/NOTES.md` for the method, the floor and the profile).
+Providers: **torch_dlpack_bridge** (this project's table), **torch native** (`torch.Tensor.__dlpack_c_exchange_api__`
+as torch ships it) and **tvm-ffi backport** (the library `python -m tvm_ffi.utils._build_optional_torch_c_dlpack`
+builds for this torch, loaded with ctypes). Table functions are called by a torch-free C consumer
+(`torch_dlpack_bridge._probe.time`, GIL held); every tensor is float32 on CPU.
+"dltensor" is the non-owning `dltensor_from_py_object_no_sync`; "managed" is
+`managed_tensor_from_py_object_no_sync` + the deleter; "import" is `managed_tensor_to_py_object_no_sync` fed by
+owning exports of the same table made outside the clock, then dropping the torch tensor (which runs the deleter);
+"allocator" is `managed_tensor_allocator` + the deleter.
+
+"""
+
+
+def build_state() -> str:
+    """Which build was measured: the source tree's commit, whether csrc differs from it, the _C build time."""
+    import subprocess
+    so = Path(_bench.bridge._C.__file__)
+    built = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(so.stat().st_mtime))
+    try:
+        head = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--", "csrc"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        head, dirty = "", ""
+    where = f"commit {head}{' + local csrc changes' if dirty else ''}, " if head else ""
+    return f"{where}_C built {built}"
+
+
+def practical_floor(res: "_bench.Results", address: int, cases, rounds: int, repeats: int):
+    """dltensor of this project's table against the minimal unchecked export (benchmarks/minimal_export.py)
+    and the probe's 48-byte copy, in the same slices; returns (markdown, [Target])."""
+    ours = _bench.bridge.exchange_api()
+    data = {c.label: {"ours": [], "minimal": [], "copy": []} for c in cases}
+    for _ in range(rounds):
+        for case in cases:
+            for k in range(repeats):
+                pair = [("ours", ours), ("minimal", address)]
+                for name, api in pair[k % 2:] + pair[:k % 2]:
+                    data[case.label][name].append(_probe.time(api, "dltensor", case.tensor, _bench.ITERS["dltensor"], 1))
+                data[case.label]["copy"].append(_probe.time(address, "floor", case.tensor, _bench.ITERS["floor"], 1))
+    med = _bench._med
+    lines = ["## How far is the floor? dltensor against a minimal unchecked export", "",
+             "`minimal` is benchmarks/minimal_export.py: an exact-type check, THPVariable_Unpack and the TensorImpl "
+             "reads and stores a DLTensor needs, with no validation at all (not a usable exporter, a yardstick). "
+             "`copy` is the probe's floor (copying an already filled 48-byte DLTensor). Same slices, same process.",
+             "", "| tensor | ours ns | minimal ns | copy ns | ours / minimal | ours / copy |",
+             "|---|---:|---:|---:|---:|---:|"]
+    worst = (0.0, "")
+    for case in cases:
+        d = data[case.label]
+        r_min = _bench.ratio(d["ours"], d["minimal"])
+        r_copy = _bench.ratio(d["ours"], d["copy"])
+        worst = max(worst, (r_min[0], case.label))
+        lines.append(f"| {case.label} | {med(d['ours']):.1f} | {med(d['minimal']):.1f} | {med(d['copy']):.2f} | "
+                     f"{r_min[0]:.2f}x | {r_copy[0]:.0f}x |")
+    all_ratios = [_bench.ratio(data[c.label]["ours"], data[c.label]["minimal"])[0] for c in cases]
+    target = _bench.Target("dltensor within 3x of the practical floor (minimal unchecked export)", worst[0] <= 3.0,
+                           f"worst {worst[0]:.2f}x ({worst[1]}), median {med(all_ratios):.2f}x")
+    return "\n".join(lines), [target]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the table functions")
+    parser.add_argument("--scale", type=float, default=1.0, help="iterations, relative to the defaults")
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs per measurement (median)")
+    parser.add_argument("--e2e-rounds", type=int, default=5, help="subprocess rounds of the tvm-ffi call (0: skip)")
+    parser.add_argument("--python-number", type=int, default=2000, help="calls per timeit run of the Python paths")
+    parser.add_argument("--cache-dir", type=Path, default=HERE / ".cache", help="where the backport build is cached")
+    parser.add_argument("--no-build", action="store_true", help="use a cached backport only")
+    parser.add_argument("--out-dir", type=Path, default=HERE)
+    parser.add_argument("--no-png", action="store_true")
+    parser.add_argument("--no-minimal", action="store_true", help="skip the minimal-export yardstick")
+    args = parser.parse_args()
+    start = time.monotonic()
+
+    notes = []
+    backport = _bench.find_backport([args.cache_dir] + _bench.default_cache_dirs())
+    if backport is None and not args.no_build:
+        print("building the tvm-ffi backport for this torch (once; cached in "
+              f"{args.cache_dir / _bench.backport_key()}) ...", file=sys.stderr, flush=True)
+        backport, message = _bench.build_backport(args.cache_dir)
+        print(message, file=sys.stderr)
+        if backport is None:
+            notes.append(message.replace("\n", " / "))
+    elif backport is None:
+        notes.append("tvm-ffi backport: no cached build and --no-build given")
+    if backport is not None:
+        print(f"tvm-ffi backport: {backport}", file=sys.stderr)
+
+    res, machine = _bench.run(full=True, rounds=args.rounds, scale=args.scale, repeats=args.repeats,
+                              backport=backport, e2e_rounds=args.e2e_rounds, python_number=args.python_number,
+                              notes=notes)
+    extra, extra_targets = "", []
+    if not args.no_minimal:
+        address, message = build_minimal(args.cache_dir)
+        print(message, file=sys.stderr)
+        if address is None:
+            res.notes.append(message.replace("\n", " / "))
+        else:
+            extra, extra_targets = practical_floor(res, address, _bench.tensor_cases(True), args.rounds, args.repeats)
+    machine["build"] = build_state()
+    elapsed = time.monotonic() - start
+    config = (f"`python benchmarks/run.py` (rounds {args.rounds}, scale {args.scale}, repeats {args.repeats}, "
+              f"end-to-end rounds {args.e2e_rounds}); measured in {elapsed:.0f} s; {machine['build']}")
+    text = INTRO + _bench.report(res, machine, config, extra, extra_targets)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "RESULTS.md").write_text(text)
+    (args.out_dir / "results.json").write_text(json.dumps(_bench.to_json(res, machine, extra_targets), indent=1) + "\n")
+    print(text)
+    written = [args.out_dir / "RESULTS.md", args.out_dir / "results.json"]
+    if not args.no_png:
+        why = plot(res, machine, args.out_dir / "results.png")
+        if why:
+            print(why, file=sys.stderr)
+        else:
+            written.append(args.out_dir / "results.png")
+    print(f"wrote {', '.join(str(p) for p in written)} in {time.monotonic() - start:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
