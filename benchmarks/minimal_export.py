@@ -92,5 +92,6 @@ if __name__ == "__main__":
         from torch_dlpack_bridge import _probe
         t = torch.empty(8, 16, 32)[:, ::2, 1:]
         print(_probe.dltensor(address, t))
-        print("ns:", _probe.time(address, "dltensor", t, 20000, 7), "floor:", _probe.time(address, "floor", t, 20000, 7))
+        print("ns:", _probe.time(address, "dltensor", t, 20000, 7),
+              "floor:", _probe.time(address, "floor", t, 20000, 7))
     sys.exit(0 if address else 1)

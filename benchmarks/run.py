@@ -71,7 +71,8 @@ def practical_floor(res: "_bench.Results", address: int, cases, rounds: int, rep
             for k in range(repeats):
                 pair = [("ours", ours), ("minimal", address)]
                 for name, api in pair[k % 2:] + pair[:k % 2]:
-                    data[case.label][name].append(_probe.time(api, "dltensor", case.tensor, _bench.ITERS["dltensor"], 1))
+                    ns = _probe.time(api, "dltensor", case.tensor, _bench.ITERS["dltensor"], 1)
+                    data[case.label][name].append(ns)
                 data[case.label]["copy"].append(_probe.time(address, "floor", case.tensor, _bench.ITERS["floor"], 1))
     med = _bench._med
     lines = ["## How far is the floor? dltensor against a minimal unchecked export", "",
