@@ -20,4 +20,7 @@ int current_work_stream(DLDeviceType device_type, int32_t device_id, void** out_
 // Owning export of a tensor (throws tdb::Error or c10::Error); shared by the exporter and the allocator.
 DLManagedTensorVersioned* export_owning(const at::Tensor& tensor);
 
+// Owning export of `view` (already validated), holding `storage` and its own copy of shape and strides.
+DLManagedTensorVersioned* export_owning(c10::Storage storage, const DLTensor& view);
+
 }  // namespace tdb

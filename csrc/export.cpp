@@ -2,7 +2,6 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <new>
 #include <string>
 
@@ -72,10 +71,12 @@ inline void describe(const at::Tensor& t, DLTensor& out) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   const DLDataType dtype = dl_dtype_of(scalar_type(impl));
   const int32_t device_type = dl_device_type_of(impl->device_type());
+  // The storage is read directly: has_storage() is an out-of-line call, and this pointer answers it too.
+  const c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
   // One branch for the common case; refuse() works out which rule was broken.
   if (C10_UNLIKELY(dtype.bits == 0 || device_type == 0 || impl->layout() != c10::kStrided || impl->is_nested() ||
                    impl->is_conj() || impl->is_neg() || impl->has_symbolic_sizes_strides() ||
-                   !impl->has_storage() || impl->unsafe_storage().device_type() != impl->device_type())) {
+                   storage == nullptr || storage->device_type() != impl->device_type())) {
     refuse(t);
   }
   const c10::IntArrayRef sizes = impl->sizes();
@@ -91,9 +92,10 @@ inline void describe(const at::Tensor& t, DLTensor& out) {
     return;
   }
   // Wrapper subclasses and functional tensors have a storage whose DataPtr is NULL: nothing to hand out.
-  if (C10_UNLIKELY(impl->unsafe_storage().data() == nullptr)) refuse(t);
+  if (C10_UNLIKELY(storage->data() == nullptr)) refuse(t);
   // mutable_data() materializes a lazily-cloned (copy-on-write) storage: the consumer may write.
-  out.data = impl->mutable_data();
+  out.data = static_cast<char*>(const_cast<c10::StorageImpl*>(storage)->mutable_data()) +
+             impl->storage_offset() * static_cast<int64_t>(impl->itemsize());
 }
 
 // One allocation: the managed struct, then shape and strides. It holds the storage, not the tensor, so an
@@ -117,25 +119,32 @@ void delete_owned_export(DLManagedTensorVersioned* self) noexcept {
 
 }  // namespace
 
-DLManagedTensorVersioned* export_owning(const at::Tensor& t) {
-  DLTensor view;
-  describe(t, view);
-  const size_t ndim = static_cast<size_t>(view.ndim);
-  void* memory = std::malloc(sizeof(OwnedExport) + 2 * ndim * sizeof(int64_t));
+DLManagedTensorVersioned* export_owning(c10::Storage storage, const DLTensor& view) {
+  const int32_t ndim = view.ndim;
+  void* memory = std::malloc(sizeof(OwnedExport) + 2 * static_cast<size_t>(ndim) * sizeof(int64_t));
   if (memory == nullptr) throw std::bad_alloc();
-  auto* holder = new (memory) OwnedExport{{}, t.unsafeGetTensorImpl()->unsafe_storage()};
+  auto* holder = static_cast<OwnedExport*>(memory);
+  new (&holder->storage) c10::Storage(std::move(storage));  // every other field is assigned below
   int64_t* dims = holder->dims();
-  std::memcpy(dims, view.shape, ndim * sizeof(int64_t));
-  std::memcpy(dims + ndim, view.strides, ndim * sizeof(int64_t));
-  view.shape = dims;  // for ndim 0: non-NULL and empty, as the borrowed view gives it
-  view.strides = dims + ndim;
+  for (int32_t i = 0; i < ndim; ++i) {  // ndim is small: a loop beats two memcpy calls of unknown length
+    dims[i] = view.shape[i];
+    dims[ndim + i] = view.strides[i];
+  }
   DLManagedTensorVersioned& m = holder->managed;
   m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   m.manager_ctx = holder;
   m.deleter = delete_owned_export;
   m.flags = 0;
   m.dl_tensor = view;
+  m.dl_tensor.shape = dims;  // for ndim 0: non-NULL and empty, as the borrowed view gives it
+  m.dl_tensor.strides = dims + ndim;
   return &m;
+}
+
+DLManagedTensorVersioned* export_owning(const at::Tensor& t) {
+  DLTensor view;
+  describe(t, view);
+  return export_owning(t.unsafeGetTensorImpl()->unsafe_storage(), view);
 }
 
 int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {

@@ -38,17 +38,6 @@ size_t span_bytes(const DLTensor& t, const int64_t* strides, size_t item_size) {
   return static_cast<size_t>(bytes);
 }
 
-// Contiguous strides for a producer older than DLPack 1.2, where NULL strides meant row-major.
-void row_major_strides(const DLTensor& t, int64_t* strides) {
-  int64_t step = 1;
-  for (int32_t i = t.ndim - 1; i >= 0; --i) {
-    strides[i] = step;
-    if (t.shape[i] > 1 && __builtin_mul_overflow(step, t.shape[i], &step)) {
-      fail(ErrorKind::Value, "DLPack tensor extent overflows");
-    }
-  }
-}
-
 // Validates `m` and builds the tensor. Until the DataPtr is made, ownership stays with the caller.
 at::Tensor import_tensor(DLManagedTensorVersioned* m, bool& owned_by_tensor) {
   const DLTensor& t = m->dl_tensor;
@@ -61,7 +50,7 @@ at::Tensor import_tensor(DLManagedTensorVersioned* m, bool& owned_by_tensor) {
   const int64_t* strides = t.strides;
   if (t.ndim > 0 && strides == nullptr) {
     if (m->version.minor >= 2) fail(ErrorKind::Value, "DLPack >= 1.2 tensor has ndim > 0 and NULL strides");
-    row_major_strides(t, own_strides);
+    row_major_strides(t.ndim, t.shape, own_strides);  // before DLPack 1.2, NULL strides meant row-major
     strides = own_strides;
   }
   // A stride that is never used (a size-one dim: numpy gives negative ones after a reversal; or any dim

@@ -33,6 +33,16 @@ int64_t checked_numel(int32_t ndim, const int64_t* shape) {
   return numel;
 }
 
+void row_major_strides(int32_t ndim, const int64_t* shape, int64_t* strides) {
+  int64_t step = 1;
+  for (int32_t i = ndim - 1; i >= 0; --i) {
+    strides[i] = step;
+    if (shape[i] > 1 && __builtin_mul_overflow(step, shape[i], &step)) {
+      fail(ErrorKind::Value, "DLPack tensor extent overflows");
+    }
+  }
+}
+
 c10::Device device_of(DLDevice d) {
   c10::DeviceType type;
   if (!device_type_of(d.device_type, type)) {

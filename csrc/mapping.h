@@ -23,7 +23,8 @@ namespace tdb {
 // Marks a dtype DLPack cannot describe; no real DLDataType has zero bits.
 constexpr DLDataType kNoDLDataType{0, 0, 0};
 
-constexpr DLDataType dl_dtype_of(c10::ScalarType t) noexcept {
+// The mapping, written as a switch (the source of truth); dl_dtype_of below reads a table built from it.
+constexpr DLDataType dl_dtype_switch(c10::ScalarType t) noexcept {
   using S = c10::ScalarType;
   switch (t) {
     case S::Bool: return {kDLBool, 8, 1};
@@ -55,6 +56,26 @@ constexpr DLDataType dl_dtype_of(c10::ScalarType t) noexcept {
 #endif
     default: return kNoDLDataType;  // quantized, bits*, and the sub-byte shells uint1..7 / int1..7
   }
+}
+
+constexpr size_t kNumScalarTypes = static_cast<size_t>(c10::ScalarType::NumOptions);
+
+struct DLDataTypeTable {
+  DLDataType of[kNumScalarTypes];
+};
+
+constexpr DLDataTypeTable make_dl_dtype_table() noexcept {
+  DLDataTypeTable table{};
+  for (size_t i = 0; i < kNumScalarTypes; ++i) table.of[i] = dl_dtype_switch(static_cast<c10::ScalarType>(i));
+  return table;
+}
+
+inline constexpr DLDataTypeTable kDLDataTypeTable = make_dl_dtype_table();
+
+// The DLPack dtype of a torch dtype, or kNoDLDataType. A load, not a jump table: it runs on every export.
+inline DLDataType dl_dtype_of(c10::ScalarType t) noexcept {
+  const auto i = static_cast<size_t>(t);
+  return i < kNumScalarTypes ? kDLDataTypeTable.of[i] : kNoDLDataType;
 }
 
 // The torch dtype for a DLPack dtype; false if torch has none.
@@ -159,6 +180,9 @@ c10::ScalarType torch_dtype_of(DLDataType d, ErrorKind kind);
 
 // Element count of a DLPack shape, rejecting bad ndim, NULL or negative shapes and overflow (ValueError).
 int64_t checked_numel(int32_t ndim, const int64_t* shape);
+
+// Row-major strides for a shape (throws ValueError on overflow).
+void row_major_strides(int32_t ndim, const int64_t* shape, int64_t* strides);
 
 // The torch device for a DLPack device, checked against the devices this process has
 // (throws tdb::Error: BufferError for a device type torch lacks, ValueError for a bad index).
