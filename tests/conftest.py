@@ -1,6 +1,7 @@
 """Shared fixtures: the tables under test and the torch-free C consumer that calls them."""
 
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -13,6 +14,20 @@ from torch_dlpack_bridge import _probe
 
 # DLPack device types and type codes used across the tests (values from the DLPack 1.3 header).
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLExtDev, kDLOneAPI = 1, 2, 3, 4, 12, 14
+
+# (major, minor) of the running torch, which is the torch the extension was built against (the package refuses
+# to import under another). Compare it as a pair, as TDB_TORCH_AT_LEAST does in csrc/mapping.h.
+TORCH_VERSION = tuple(int(part) for part in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+
+
+def torch_at_least(major, minor):
+    return TORCH_VERSION >= (major, minor)
+
+
+# From torch 2.11 the table reports raw stream handles of every accelerator (c10::Stream::native_handle);
+# before, only CUDA's, and any other device's current_work_stream raises exactly this RuntimeError.
+TORCH_HAS_RAW_STREAM_HANDLES = torch_at_least(2, 11)
+NO_RAW_STREAM_HANDLE = r"this torch \(< 2\.11\) offers no raw stream handle for {} devices"
 
 
 @pytest.fixture(scope="session")
@@ -58,8 +73,24 @@ _DLPACK_DTYPE_NAMES = [
     ("float4_e2m1fn_x2", (17, 4, 2)),
 ]
 DLPACK_DTYPES = {getattr(torch, name): dl for name, dl in _DLPACK_DTYPE_NAMES if hasattr(torch, name)}
+# The DLPack 1.3 dtypes whose torch dtype this torch does not have yet (float8_e8m0fnu before 2.7,
+# float4_e2m1fn_x2 before 2.8): the table must refuse them cleanly. Empty on a recent torch.
+MISSING_DLPACK_DTYPES = {name: dl for name, dl in _DLPACK_DTYPE_NAMES if not hasattr(torch, name)}
 FLOAT32 = (2, 32, 1)
 CPU = (kDLCPU, 0)
+
+
+def cuda_device_0_expectation():
+    """(exception class, message pattern) of our table for device (kDLCUDA, 0) (a stream, an allocation, an
+    import) on this torch, or None if it has a CUDA GPU: a CPU-only build has no cuda backend, a CUDA build
+    on a machine without GPU has no device 0, a ROCm build exports kDLROCM and has no kDLCUDA."""
+    if torch.version.hip is not None:
+        return BufferError, "DLPack device type 2 has no torch equivalent"
+    if not torch.backends.cuda.is_built():
+        return BufferError, "this torch has no cuda backend"
+    if torch.cuda.device_count() == 0:
+        return ValueError, r"no cuda device 0 \(torch sees 0\)"
+    return None
 
 
 def run_python(code, **env):

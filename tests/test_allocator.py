@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import CPU, DLPACK_DTYPES, FLOAT32, kDLCPU, kDLCUDA, kDLOpenCL
+from conftest import CPU, DLPACK_DTYPES, FLOAT32, MISSING_DLPACK_DTYPES, kDLCPU, kDLCUDA, kDLOpenCL
 
 kDLCUDAManaged = 13
 
@@ -139,6 +139,17 @@ def test_allocator_reports_bad_prototype_through_set_error_once(probe, api, case
     with pytest.raises(error, match=fragment) as raised:
         probe.allocate(api, shape, dtype, device)
     assert type(raised.value) is error
+
+
+def test_allocator_refuses_dlpack_dtypes_this_torch_lacks(probe, api):
+    """A DLPack 1.3 dtype whose torch dtype this torch does not have (float8_e8m0fnu before 2.7,
+    float4_e2m1fn_x2 before 2.8) is a bad prototype: SetError once, with ValueError. (Nothing to refuse on a
+    torch that has them all: every one is allocated by test_allocator_takes_dtype_from_prototype.)"""
+    for name, dl in MISSING_DLPACK_DTYPES.items():
+        with pytest.raises(ValueError, match=r"DLPack dtype \(code %d, bits %d, lanes %d\) has no torch" % dl) \
+                as raised:
+            probe.allocate(api, [4], dl, CPU)
+        assert type(raised.value) is ValueError, name
 
 
 @pytest.mark.parametrize("device_type", [kDLCUDA, kDLCUDAManaged])

@@ -128,6 +128,7 @@ def test_export_maps_every_dtype_to_dlpack_1_3(api, describe, dtype):
     assert describe(api, t) == expected_info(t, DLPACK_DTYPES[dtype])
 
 
+@pytest.mark.skipif(not hasattr(torch, "float4_e2m1fn_x2"), reason="torch.float4_e2m1fn_x2 does not exist in this torch")
 def test_float4_e2m1fn_x2_is_code_17_with_4_bits_and_2_lanes(api, describe):
     t = torch.zeros(5, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
     assert describe(api, t)[3] == (17, 4, 2)
@@ -396,7 +397,8 @@ def empty_of(dtype_name):
     return lambda: torch.empty(3, dtype=getattr(torch, dtype_name))
 
 
-SHELLS = [f"uint{i}" for i in range(1, 8)] + [f"int{i}" for i in range(1, 8)]
+# the sub-byte shells this torch has (torch 2.4 has uint1..7 but not yet int1..7)
+SHELLS = [name for name in [f"uint{i}" for i in range(1, 8)] + [f"int{i}" for i in range(1, 8)] if hasattr(torch, name)]
 
 
 def shell_case(name):
@@ -519,7 +521,7 @@ def test_native_table_raises_runtime_error_for_non_tensor(native, describe, case
 
 
 @pytest.mark.parametrize("function", ["dltensor", "export"])
-def test_native_table_crashes_on_object_lying_about_class_where_ours_raises(function):
+def test_native_table_crashes_on_object_lying_about_class_where_ours_raises(native, function):
     """Deliberate difference, run in a subprocess: torch's table trusts isinstance() and unpacks the
     object as a tensor (SIGSEGV); ours checks the C type and raises TypeError first."""
     code = textwrap.dedent(f"""

@@ -19,6 +19,10 @@ from conftest import run_python
 from torch_dlpack_bridge import CAPSULE_ATTR, INT_ATTR
 
 OURS, TORCH = "torch_dlpack_bridge", "torch"
+# torch >= 2.10 ships a table of its own, which the default policy keeps; an older torch has none, and the
+# default policy publishes ours under both names there.
+HAS_NATIVE = torch_dlpack_bridge._native_capsule() is not None
+DEFAULT = TORCH if HAS_NATIVE else OURS
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p
@@ -93,6 +97,16 @@ def test_default_active_provider_is_torch_for_both_names(native):
     assert torch_dlpack_bridge.active_provider() == {CAPSULE_ATTR: TORCH, INT_ATTR: TORCH}
 
 
+def test_default_policy_is_torch_table_if_any_else_ours_under_both_names():
+    """Whatever the torch: the default provider is torch's own table if it has one, ours otherwise; then
+    both names hold our table, the capsule named for consumers."""
+    assert torch_dlpack_bridge.active_provider() == {CAPSULE_ATTR: DEFAULT, INT_ATTR: DEFAULT}
+    if not HAS_NATIVE:
+        ours = torch_dlpack_bridge.exchange_api_address()
+        assert published() == (ours, ours)
+        assert _get_name(torch.Tensor.__dict__[CAPSULE_ATTR]) == b"dlpack_exchange_api"
+
+
 def test_consumer_finds_a_working_table_under_both_names(probe):
     t = torch.arange(6.0)
     by_capsule = probe.dltensor(type(t).__dlpack_c_exchange_api__, t)
@@ -136,7 +150,7 @@ def test_install_rejects_unknown_preference_and_changes_nothing(prefer, bridge_p
 
 def test_install_with_empty_preference_applies_default_policy(bridge_published):
     torch_dlpack_bridge.install(prefer="")
-    assert torch_dlpack_bridge.active_provider() == {CAPSULE_ATTR: TORCH, INT_ATTR: TORCH}
+    assert torch_dlpack_bridge.active_provider() == {CAPSULE_ATTR: DEFAULT, INT_ATTR: DEFAULT}
 
 
 def test_uninstall_removes_int_name_and_keeps_native_capsule(native, restore_default):
@@ -170,8 +184,9 @@ def test_uninstall_in_fresh_process_restores_exactly_what_torch_had():
     """))
     assert result.returncode == 0, result.stderr[-3000:]
     state = json.loads(result.stdout.splitlines()[-1])
-    assert state[CAPSULE_ATTR] == [False, False, True], "torch's capsule object is back"
-    assert state[INT_ATTR] == [True, True, True], "the int name is absent again, as torch 2.13 had it"
+    # torch >= 2.10: torch's capsule object is back; older torch: the capsule name is absent again
+    assert state[CAPSULE_ATTR] == [not HAS_NATIVE, not HAS_NATIVE, True], "the capsule name is as torch had it"
+    assert state[INT_ATTR] == [True, True, True], "the int name is absent again, as torch had it"
 
 
 # ---- inheritance ------------------------------------------------------------------------------------
@@ -217,15 +232,15 @@ def test_environment_variable_bridge_is_honoured_at_import():
     state = providers_in_fresh_process(TORCH_DLPACK_BRIDGE_PREFER="bridge")
     assert state["at_import"] == {"providers": {CAPSULE_ATTR: OURS, INT_ATTR: OURS},
                                   "capsule_is_ours": True, "int_is_ours": True}
-    assert state["after_explicit_torch"]["providers"] == {CAPSULE_ATTR: TORCH, INT_ATTR: TORCH}, \
+    assert state["after_explicit_torch"]["providers"] == {CAPSULE_ATTR: DEFAULT, INT_ATTR: DEFAULT}, \
         "an explicit prefer= argument wins over the environment"
 
 
 @pytest.mark.parametrize("value", ["torch", ""])
 def test_environment_variable_torch_or_empty_gives_default_policy(value):
     state = providers_in_fresh_process(TORCH_DLPACK_BRIDGE_PREFER=value)
-    assert state["at_import"] == {"providers": {CAPSULE_ATTR: TORCH, INT_ATTR: TORCH},
-                                  "capsule_is_ours": False, "int_is_ours": False}
+    assert state["at_import"] == {"providers": {CAPSULE_ATTR: DEFAULT, INT_ATTR: DEFAULT},
+                                  "capsule_is_ours": not HAS_NATIVE, "int_is_ours": not HAS_NATIVE}
 
 
 def test_abi_guard_refuses_a_different_torch_with_both_versions_and_the_fix():

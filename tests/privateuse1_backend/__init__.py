@@ -28,6 +28,9 @@ EXTENSION_NAME = "tdb_privateuse1_backend"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCE = os.path.join(_HERE, "tdb_backend.cpp")
 
+# c10::DeviceType::PrivateUse1, the device_type torch.Stream(stream_id=..., device_index=..., device_type=...) takes.
+_PRIVATEUSE1_DEVICE_TYPE = 20
+
 _lock = threading.RLock()
 _ext = None
 
@@ -72,8 +75,20 @@ def _make_device_module(ext) -> types.ModuleType:
     mod.manual_seed = lambda seed: None
     mod.manual_seed_all = lambda seed: None
     mod.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16]
-    mod.current_stream = lambda device=None: torch.accelerator.current_stream(_index(device))
-    mod.set_stream = torch.accelerator.set_stream
+    if hasattr(getattr(torch, "accelerator", None), "set_stream"):
+        mod.current_stream = lambda device=None: torch.accelerator.current_stream(_index(device))
+        mod.set_stream = torch.accelerator.set_stream
+    else:  # a torch without torch.accelerator streams (2.4): through the backend's own helpers
+        def current_stream(device=None):
+            i = _index(device)
+            return torch.Stream(stream_id=ext.current_stream_id(i), device_index=i,
+                                device_type=_PRIVATEUSE1_DEVICE_TYPE)
+
+        def set_stream(stream):
+            ext.set_current_stream(stream.device_index, stream.stream_id)
+
+        mod.current_stream = current_stream
+        mod.set_stream = set_stream
     mod.synchronize = lambda device=None: None
     return mod
 

@@ -24,6 +24,12 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
+#if __has_include(<torch/headeronly/version.h>)
+#include <torch/headeronly/version.h>
+#else
+#include <torch/version.h>
+#endif
+
 #include <pybind11/pybind11.h>
 
 #include <array>
@@ -35,6 +41,11 @@
 #include <deque>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
+
+// The torch we compile against, major.minor compared as a pair (as in csrc/mapping.h).
+#define TDB_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace tdb {
 
@@ -126,6 +137,13 @@ StreamTable& streams() {
   return *table;
 }
 
+// The native handle of a stream: the address of its table entry. The Python helpers use this directly, so
+// they work on every torch; the guard also reports it through getStreamNativeHandle where torch has that.
+void* stream_native_handle(const c10::Stream& s) {
+  auto dev = resolve_device(s.device());
+  return static_cast<void*>(streams().find(dev.index(), s.id()));
+}
+
 // ---------------------------------------------------------------------------
 // Events (work is synchronous, so an event only remembers when it was recorded)
 // ---------------------------------------------------------------------------
@@ -140,6 +158,15 @@ struct Event {
 // ---------------------------------------------------------------------------
 // Device guard
 // ---------------------------------------------------------------------------
+
+// Older torch (2.4 among them) declares getStream and exchangeStream noexcept; newer torch lets them throw.
+// An override may not be looser than the function it overrides, so ours copies the base's specification.
+// (With noexcept, an invalid device or stream id terminates the process: the bridge checks the device id
+// against deviceCount() before it asks, and the Python helpers below validate ids first.)
+constexpr bool kGetStreamNoexcept = noexcept(
+    std::declval<const c10::impl::DeviceGuardImplInterface&>().getStream(std::declval<c10::Device>()));
+constexpr bool kExchangeStreamNoexcept = noexcept(
+    std::declval<const c10::impl::DeviceGuardImplInterface&>().exchangeStream(std::declval<c10::Stream>()));
 
 struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType static_type = kType;
@@ -174,7 +201,7 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     }
   }
 
-  c10::Stream getStream(c10::Device d) const override {
+  c10::Stream getStream(c10::Device d) const noexcept(kGetStreamNoexcept) override {
     auto dev = resolve_device(d);
     return c10::Stream(c10::Stream::UNSAFE, dev, tl_current_stream[dev.index()]);
   }
@@ -193,7 +220,7 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return c10::Stream(c10::Stream::UNSAFE, dev, streams().create(dev.index()));
   }
 
-  c10::Stream exchangeStream(c10::Stream s) const override {
+  c10::Stream exchangeStream(c10::Stream s) const noexcept(kExchangeStreamNoexcept) override {
     auto dev = resolve_device(s.device());
     streams().find(dev.index(), s.id());  // validates the id
     c10::Stream old(c10::Stream::UNSAFE, dev, tl_current_stream[dev.index()]);
@@ -201,10 +228,13 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return old;
   }
 
+#if TDB_TORCH_AT_LEAST(2, 11)
+  // torch >= 2.11 asks the guard for a stream's raw handle (c10::Stream::native_handle, torch.Stream.native_handle);
+  // the bridge's current_work_stream uses exactly that from 2.11 on (csrc/stream.cpp).
   void* getStreamNativeHandle(const c10::Stream s) const override {
-    auto dev = resolve_device(s.device());
-    return static_cast<void*>(streams().find(dev.index(), s.id()));
+    return stream_native_handle(s);
   }
+#endif
 
   c10::DeviceIndex deviceCount() const noexcept override {
     return kNumDevices;
@@ -219,7 +249,9 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     resolve_device(s.device());
   }
 
-  void synchronizeDevice(const c10::DeviceIndex index) const override {
+  // Not `override`: DeviceGuardImplInterface gained synchronizeDevice after torch 2.4; where it exists,
+  // this overrides it all the same.
+  void synchronizeDevice(const c10::DeviceIndex index) const {
     resolve_index(index);
   }
 
@@ -387,16 +419,18 @@ void grow_storage(const c10::Storage& storage, std::size_t nbytes) {
 // ---------------------------------------------------------------------------
 
 struct Hooks final : public at::PrivateUse1HooksInterface {
-  bool isBuilt() const override {
+  // isBuilt, isAvailable and init are not `override`: AcceleratorHooksInterface gained them after torch 2.4;
+  // where they exist, these override them all the same.
+  bool isBuilt() const {
     return true;
   }
-  bool isAvailable() const override {
+  bool isAvailable() const {
     return true;
   }
   bool hasPrimaryContext(c10::DeviceIndex index) const override {
     return index >= 0 && index < kNumDevices;
   }
-  void init() const override {}
+  void init() const {}
   c10::DeviceIndex deviceCount() const override {
     return kNumDevices;
   }
@@ -688,7 +722,7 @@ c10::Device dev(int64_t index) {
 }
 
 std::uintptr_t handle_of(const c10::Stream& s) {
-  return reinterpret_cast<std::uintptr_t>(guard()->getStreamNativeHandle(s));
+  return reinterpret_cast<std::uintptr_t>(stream_native_handle(s));
 }
 
 }  // namespace tdb
@@ -709,6 +743,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("current_stream_id", [](int64_t i) { return guard()->getStream(dev(i)).id(); });
   m.def("set_current_stream",
         [](int64_t i, int64_t id) {
+          streams().find(dev(i).index(), id);  // validate first: exchangeStream may be noexcept
           return guard()->exchangeStream(c10::Stream(c10::Stream::UNSAFE, dev(i), id)).id();
         },
         "Make stream `id` current on device i for this thread; returns the previous id.");
