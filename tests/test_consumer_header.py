@@ -1,4 +1,5 @@
-"""Tests of torch_dlpack_bridge/consumer.h through a small probe extension built from the source below.
+"""Tests of torch_dlpack_bridge/consumer.h through a small probe extension
+(tests/consumer_header_probe.cpp).
 
 The probe is a plain CPython extension (no torch include or link) compiled once per session in a
 temporary directory; it is tested against whatever exchange table torch.Tensor publishes (torch >= 2.10
@@ -7,6 +8,7 @@ has a native one).
 import ctypes
 import gc
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -18,210 +20,7 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = os.path.join(REPO, "torch_dlpack_bridge", "include")
 
-PROBE_SOURCE = r"""
-#include <new>
-#include <stdexcept>
-#include <unordered_map>
-#include "torch_dlpack_bridge/consumer.h"
-
-namespace {
-const DLPackExchangeAPI* g_base = nullptr;  // the table make_table() copies (torch's)
-long g_deleted = 0;                          // calls of counting_deleter
-std::unordered_map<DLManagedTensorVersioned*, void (*)(DLManagedTensorVersioned*)> g_deleters;
-
-void counting_deleter(DLManagedTensorVersioned* t) {
-  ++g_deleted;
-  auto it = g_deleters.find(t);
-  auto original = it->second;
-  g_deleters.erase(it);
-  if (original) original(t);
-}
-DLManagedTensorVersioned* count(DLManagedTensorVersioned* t) {
-  g_deleters[t] = t->deleter;
-  t->deleter = counting_deleter;
-  return t;
-}
-int fake_cuda_view(void* obj, DLTensor* out) {
-  int rc = g_base->dltensor_from_py_object_no_sync(obj, out);
-  out->device = DLDevice{kDLCUDA, 0};
-  return rc;
-}
-int failing_alloc(DLTensor*, DLManagedTensorVersioned** out, void* ctx, void (*set_error)(void*, const char*, const char*)) {
-  *out = nullptr;
-  set_error(ctx, "MemoryError", "fake allocator is out of memory");
-  return -1;
-}
-PyObject* ptr(const void* p) { return PyLong_FromVoidPtr(const_cast<void*>(p)); }
-PyObject* tuple(const int64_t* v, int32_t n) {
-  PyObject* t = PyTuple_New(n);
-  for (int32_t i = 0; i < n; ++i) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(v[i]));
-  return t;
-}
-
-// make_table(base_capsule, major, minor, prev_capsule_or_None, variant) -> capsule (table leaked on purpose)
-PyObject* make_table(PyObject*, PyObject* args) {
-  return tdb::guard([&]() -> PyObject* {
-    PyObject *base, *prev;
-    unsigned major, minor;
-    const char* variant;
-    if (!PyArg_ParseTuple(args, "OIIOs", &base, &major, &minor, &prev, &variant)) throw tdb::Error::pending();
-    g_base = static_cast<const DLPackExchangeAPI*>(PyCapsule_GetPointer(base, "dlpack_exchange_api"));
-    if (!g_base) throw tdb::Error::pending();
-    auto* t = new DLPackExchangeAPI(*g_base);
-    t->header.version = DLPackVersion{major, minor};
-    t->header.prev_api = prev == Py_None ? nullptr
-        : static_cast<DLPackExchangeAPIHeader*>(PyCapsule_GetPointer(prev, "dlpack_exchange_api"));
-    std::string v = variant;
-    if (v == "no_view") t->dltensor_from_py_object_no_sync = nullptr;
-    if (v == "fake_cuda") t->dltensor_from_py_object_no_sync = fake_cuda_view;
-    if (v == "failing_alloc") t->managed_tensor_allocator = failing_alloc;
-    if (v == "null_stream_fn") t->current_work_stream = nullptr;
-    return PyCapsule_New(t, v == "bad_name" ? "not_dlpack" : "dlpack_exchange_api", nullptr);
-  });
-}
-
-PyObject* api_ptr(PyObject*, PyObject* args) {
-  return tdb::guard([&]() -> PyObject* {
-    PyObject* obj;
-    const char* name;
-    if (!PyArg_ParseTuple(args, "Os", &obj, &name)) throw tdb::Error::pending();
-    return ptr(tdb::exchange_api(obj, name));
-  });
-}
-
-PyObject* cached_types(PyObject*, PyObject*) {
-  PyObject* list = PyList_New(0);
-  for (PyTypeObject* t : tdb::detail::table_cache().types)
-    if (t) PyList_Append(list, reinterpret_cast<PyObject*>(t));
-  return list;
-}
-
-PyObject* view_info(PyObject*, PyObject* args) {
-  return tdb::guard([&]() -> PyObject* {
-    PyObject* obj;
-    if (!PyArg_ParseTuple(args, "O", &obj)) throw tdb::Error::pending();
-    tdb::TensorView v(obj, "t");
-    const DLTensor& t = v.dl();
-    return Py_BuildValue("{sNsisNsNs(iii)s(ii)sisNss}", "data", ptr(v.data<char>()), "ndim", v.ndim(),
-                         "shape", tuple(t.shape, t.ndim), "strides", tuple(t.strides, t.ndim), "dtype",
-                         t.dtype.code, t.dtype.bits, t.dtype.lanes, "device", int(t.device.device_type),
-                         t.device.device_id, "numel", int(v.numel()), "contiguous", PyBool_FromLong(v.is_contiguous()),
-                         "dtype_name", tdb::dtype_name(t.dtype).c_str());
-  });
-}
-
-// managed(obj, mode): exercises the owning handle with a counting deleter; returns a tensor or None.
-PyObject* managed(PyObject*, PyObject* args) {
-  return tdb::guard([&]() -> PyObject* {
-    PyObject* obj;
-    const char* mode_c;
-    if (!PyArg_ParseTuple(args, "Os", &obj, &mode_c)) throw tdb::Error::pending();
-    std::string mode = mode_c;
-    tdb::ManagedTensor m = tdb::ManagedTensor::from_python(obj, "t");
-    const DLPackExchangeAPI* api = m.api();
-    count(m.get());
-    if (mode == "drop") return Py_NewRef(Py_None);
-    if (mode == "reset_twice") { m.reset(); m.reset(); return Py_NewRef(Py_None); }
-    if (mode == "move") { tdb::ManagedTensor n(std::move(m)); tdb::ManagedTensor k = std::move(n); return Py_NewRef(Py_None); }
-    if (mode == "move_assign") {
-      tdb::ManagedTensor other = tdb::ManagedTensor::from_python(obj, "t");
-      count(other.get());
-      other = std::move(m);  // frees other's first tensor
-      other = std::move(other);
-      return Py_NewRef(Py_None);
-    }
-    if (mode == "release") { DLManagedTensorVersioned* raw = m.release(); raw->deleter(raw); return Py_NewRef(Py_None); }
-    if (mode == "to_python") return m.to_python();
-    if (mode == "throw") throw std::runtime_error("thrown while holding a tensor");
-    if (mode == "pending") { PyErr_SetString(PyExc_KeyError, "kept"); throw tdb::Error::pending(); }
-    if (mode == "bad_major") {
-      DLManagedTensorVersioned* raw = m.release();
-      raw->version.major = 99;
-      tdb::ManagedTensor adopted(raw, api);
-    }
-    throw tdb::Error(PyExc_ValueError, "unknown mode");
-  });
-}
-
-PyObject* deleted(PyObject*, PyObject*) { return PyLong_FromLong(g_deleted); }
-
-// alloc(like, shape, (code, bits, lanes)) -> new tensor from like's producer
-PyObject* alloc(PyObject*, PyObject* args) {
-  return tdb::guard([&]() -> PyObject* {
-    PyObject *like, *shape;
-    int code, bits, lanes;
-    if (!PyArg_ParseTuple(args, "OO!(iii)", &like, &PyTuple_Type, &shape, &code, &bits, &lanes))
-      throw tdb::Error::pending();
-    std::vector<int64_t> dims;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape); ++i) dims.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i)));
-    DLDataType dt{uint8_t(code), uint8_t(bits), uint16_t(lanes)};
-    return tdb::allocate(tdb::exchange_api(like, "like"), int32_t(dims.size()), dims.data(), dt, tdb::kCPU).to_python();
-  });
-}
-
-PyObject* stream(PyObject*, PyObject* args) {
-  return tdb::guard([&]() -> PyObject* {
-    PyObject* obj;
-    int type, id;
-    if (!PyArg_ParseTuple(args, "Oii", &obj, &type, &id)) throw tdb::Error::pending();
-    return ptr(tdb::current_stream(tdb::exchange_api(obj, "t"), DLDevice{DLDeviceType(type), id}));
-  });
-}
-
-// check(what, x, other): runs one check on the view of x named "x" (other: argument of the check).
-PyObject* check(PyObject*, PyObject* args) {
-  return tdb::guard([&]() -> PyObject* {
-    const char* what_c;
-    PyObject *xo, *other;
-    if (!PyArg_ParseTuple(args, "sOO", &what_c, &xo, &other)) throw tdb::Error::pending();
-    std::string what = what_c;
-    tdb::TensorView x(xo, "x");
-    if (what == "dtype") tdb::check_dtype(x, tdb::kFloat32);
-    else if (what == "device_type") tdb::check_device(x, kDLCPU);
-    else if (what == "device") tdb::check_device(x, DLDevice{kDLCUDA, 1});
-    else if (what == "ndim") tdb::check_ndim(x, 1);
-    else if (what == "shape") tdb::check_shape(x, {-1, 3});
-    else if (what == "contiguous") tdb::check_contiguous(x);
-    else if (what == "writable") tdb::check_writable(x);
-    else {
-      tdb::TensorView y(other, "y");
-      if (what == "same_shape") tdb::check_same_shape(x, y);
-      else if (what == "same_device") tdb::check_same_device(x, y);
-      else throw tdb::Error(PyExc_ValueError, "unknown check");
-    }
-    return Py_NewRef(Py_None);
-  });
-}
-
-PyObject* names(PyObject*, PyObject* args) {
-  int code, bits, lanes, type, id;
-  if (!PyArg_ParseTuple(args, "(iii)(ii)", &code, &bits, &lanes, &type, &id)) return nullptr;
-  return Py_BuildValue("(ss)", tdb::dtype_name(DLDataType{uint8_t(code), uint8_t(bits), uint16_t(lanes)}).c_str(),
-                       tdb::device_name(DLDevice{DLDeviceType(type), id}).c_str());
-}
-
-PyObject* raise_cpp(PyObject*, PyObject* arg) {
-  long kind = PyLong_AsLong(arg);
-  return tdb::guard([&]() -> PyObject* {
-    if (kind == 0) throw std::runtime_error("plain C++ error");
-    if (kind == 1) throw std::bad_alloc();
-    if (kind == 2) throw 42;
-    throw tdb::Error(PyExc_LookupError, "tdb error");
-  });
-}
-
-PyMethodDef methods[] = {
-    {"make_table", make_table, METH_VARARGS, nullptr}, {"api_ptr", api_ptr, METH_VARARGS, nullptr},
-    {"cached_types", cached_types, METH_NOARGS, nullptr}, {"view_info", view_info, METH_VARARGS, nullptr},
-    {"managed", managed, METH_VARARGS, nullptr}, {"deleted", deleted, METH_NOARGS, nullptr},
-    {"alloc", alloc, METH_VARARGS, nullptr}, {"stream", stream, METH_VARARGS, nullptr},
-    {"check", check, METH_VARARGS, nullptr}, {"names", names, METH_VARARGS, nullptr},
-    {"raise_cpp", raise_cpp, METH_O, nullptr}, {nullptr, nullptr, 0, nullptr}};
-PyModuleDef module = {PyModuleDef_HEAD_INIT, "tdb_probe", nullptr, -1, methods};
-}  // namespace
-
-PyMODINIT_FUNC PyInit_tdb_probe() { return PyModule_Create(&module); }
-"""
+PROBE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "consumer_header_probe.cpp")
 
 SETUP = textwrap.dedent(
     f"""
@@ -235,7 +34,7 @@ SETUP = textwrap.dedent(
 @pytest.fixture(scope="session")
 def probe(tmp_path_factory):
     src = tmp_path_factory.mktemp("tdb_probe")
-    (src / "tdb_probe.cpp").write_text(PROBE_SOURCE)
+    shutil.copy(PROBE_SOURCE, src / "tdb_probe.cpp")
     (src / "setup.py").write_text(SETUP)
     cmd = [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", "lib", "--build-temp", "tmp"]
     res = subprocess.run(cmd, cwd=src, capture_output=True, text=True)
