@@ -100,17 +100,17 @@ PyObject* managed(PyObject*, PyObject* args) {
     tdb::ManagedTensor m = tdb::ManagedTensor::from_python(obj, "t");
     const DLPackExchangeAPI* api = m.api();
     count(m.get());
-    if (mode == "drop") return Py_NewRef(Py_None);
-    if (mode == "reset_twice") { m.reset(); m.reset(); return Py_NewRef(Py_None); }
-    if (mode == "move") { tdb::ManagedTensor n(std::move(m)); tdb::ManagedTensor k = std::move(n); return Py_NewRef(Py_None); }
+    if (mode == "drop") Py_RETURN_NONE;
+    if (mode == "reset_twice") { m.reset(); m.reset(); Py_RETURN_NONE; }
+    if (mode == "move") { tdb::ManagedTensor n(std::move(m)); tdb::ManagedTensor k = std::move(n); Py_RETURN_NONE; }
     if (mode == "move_assign") {
       tdb::ManagedTensor other = tdb::ManagedTensor::from_python(obj, "t");
       count(other.get());
       other = std::move(m);  // frees other's first tensor
       other = std::move(other);
-      return Py_NewRef(Py_None);
+      Py_RETURN_NONE;
     }
-    if (mode == "release") { DLManagedTensorVersioned* raw = m.release(); raw->deleter(raw); return Py_NewRef(Py_None); }
+    if (mode == "release") { DLManagedTensorVersioned* raw = m.release(); raw->deleter(raw); Py_RETURN_NONE; }
     if (mode == "to_python") return m.to_python();
     if (mode == "throw") throw std::runtime_error("thrown while holding a tensor");
     if (mode == "pending") { PyErr_SetString(PyExc_KeyError, "kept"); throw tdb::Error::pending(); }
@@ -169,7 +169,7 @@ PyObject* check(PyObject*, PyObject* args) {
       else if (what == "same_device") tdb::check_same_device(x, y);
       else throw tdb::Error(PyExc_ValueError, "unknown check");
     }
-    return Py_NewRef(Py_None);
+    Py_RETURN_NONE;
   });
 }
 
