@@ -101,3 +101,23 @@ def run_python(code, **env):
                     **env)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env,
                           timeout=300, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+
+
+@pytest.fixture(scope="session")
+def tdbdev():
+    """The tdbdev PrivateUse1 test backend (tests/privateuse1_backend), built and loaded once per session."""
+    from privateuse1_backend import load
+
+    return load()
+
+
+@pytest.fixture
+def tdbdev_state(tdbdev):
+    """Leaves tdbdev's current device and each device's current stream as the test found them."""
+    devices = range(tdbdev.device_count())
+    device = tdbdev.current_device()
+    streams = [tdbdev.current_stream_id(i) for i in devices]
+    yield
+    for i, stream in zip(devices, streams):
+        tdbdev.set_current_stream(i, stream)
+    tdbdev.set_device(device)

@@ -35,21 +35,12 @@ FLOAT32 = (2, 32, 1)
 DEVICES = (0, 1)
 
 
-@pytest.fixture(scope="session")
-def tdb():
-    """The tdbdev backend, built and loaded once per session (load() is idempotent)."""
-    return load()
+pytestmark = pytest.mark.usefixtures("tdbdev_state")
 
 
-@pytest.fixture(autouse=True)
-def restore_backend_state(tdb):
-    """Each test leaves the current device and the current stream of each device as it found them."""
-    device = tdb.current_device()
-    streams = [tdb.current_stream_id(i) for i in DEVICES]
-    yield
-    for i, sid in zip(DEVICES, streams):
-        tdb.set_current_stream(i, sid)
-    tdb.set_device(device)
+@pytest.fixture
+def tdb(tdbdev):
+    return tdbdev
 
 
 def dev(i):

@@ -16,20 +16,12 @@ DEV0 = f"{BACKEND_NAME}:0"
 DEV1 = f"{BACKEND_NAME}:1"
 
 
-@pytest.fixture(scope="module")
-def ext():
-    return load()
+pytestmark = pytest.mark.usefixtures("tdbdev_state")
 
 
-@pytest.fixture(autouse=True)
-def restore_state(ext):
-    """Leave current device and current streams as they were."""
-    device = ext.current_device()
-    streams = [ext.current_stream_id(i) for i in range(2)]
-    yield
-    for i, sid in enumerate(streams):
-        ext.set_current_stream(i, sid)
-    ext.set_device(device)
+@pytest.fixture
+def ext(tdbdev):
+    return tdbdev
 
 
 # --------------------------------------------------------------------------- registration
