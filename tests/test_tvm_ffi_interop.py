@@ -127,6 +127,15 @@ class Ctx:
         (torch's table keeps the TensorImpl, ours the storage)."""
         return t._use_count(), self.torch._C._storage_Use_Count(t.untyped_storage()._cdata)
 
+    def assert_held_then_released(self, t, take) -> None:
+        """take(t) returns something that holds a reference to t's memory; dropping it releases that reference."""
+        before = self.use_counts(t)
+        held = take(t)
+        assert self.use_counts(t) != before
+        del held
+        gc.collect()
+        assert self.use_counts(t) == before
+
 
 def check_published_table(c: Ctx) -> None:
     """The table tvm-ffi finds on torch.Tensor is the one this scenario published, and tvm-ffi's import
@@ -253,13 +262,7 @@ def check_from_dlpack_aliases(c: Ctx) -> None:
         ctypes.c_double.from_address(view.ctypes.data + 4 * view.itemsize).value = -2.0
     assert t[4].item() == -2.0
     # lifetime: the consumer's reference keeps the memory; dropping it releases the reference
-    keep = torch.arange(1000, dtype=torch.int64)
-    before = c.use_counts(keep)
-    x = tvm_ffi.from_dlpack(keep)
-    assert c.use_counts(keep) != before
-    del x
-    gc.collect()
-    assert c.use_counts(keep) == before
+    c.assert_held_then_released(torch.arange(1000, dtype=torch.int64), tvm_ffi.from_dlpack)
     x = tvm_ffi.from_dlpack(torch.arange(1000, dtype=torch.int64))
     gc.collect()
     torch.ones(1000, dtype=torch.int64)  # reuse freed memory if it had been freed
@@ -296,12 +299,7 @@ def check_echo_returns_torch_tensor(c: Ctx) -> None:
         v = torch.zeros(2, 3, dtype=torch.uint8).view(dt) if dt.itemsize == 1 else torch.zeros(2, 3, dtype=dt)
         r = c.echo(v)
         assert type(r) is torch.Tensor and r.dtype == dt and r.data_ptr() == v.data_ptr(), dt
-    before = c.use_counts(t)
-    r = c.echo(t)
-    assert c.use_counts(t) != before
-    del r
-    gc.collect()
-    assert c.use_counts(t) == before
+    c.assert_held_then_released(t, c.echo)
 
 
 def check_callback_receives_torch_tensor(c: Ctx) -> None:
