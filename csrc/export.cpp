@@ -98,8 +98,10 @@ inline void describe(const at::Tensor& t, DLTensor& out) {
              impl->storage_offset() * static_cast<int64_t>(impl->itemsize());
 }
 
-// One allocation: the managed struct, then shape and strides. It holds the storage, not the tensor, so an
-// in-place set_() or resize_() on the source cannot free the memory or change the metadata we handed out.
+// One allocation: the managed struct, then shape and strides. It holds the storage, not the tensor, so a
+// set_() on the source cannot free the memory, and in-place metadata changes (transpose_, squeeze_, a
+// shrinking resize_) cannot change what we handed out. A growing resize_ reallocates inside the storage
+// itself; nothing outside torch can prevent that (README: not supported).
 struct OwnedExport {
   DLManagedTensorVersioned managed;
   c10::Storage storage;

@@ -13,7 +13,7 @@ namespace {
 
 void* native_handle(const c10::Stream& stream) {
   // torch's MPS backend runs everything on one command queue of its own and offers no raw handle:
-  // NULL tells the consumer there is no stream to launch on (torch's own table says the same).
+  // NULL tells the consumer there is no stream to launch on.
   if (stream.device_type() == c10::DeviceType::MPS) return nullptr;
 #if TDB_TORCH_AT_LEAST(2, 11)
   return stream.native_handle();  // cudaStream_t, hipStream_t, sycl::queue*, or a PrivateUse1 handle
