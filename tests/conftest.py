@@ -53,10 +53,10 @@ def native():
 
 @pytest.fixture
 def bridge_published():
-    """Publishes this project's table under both names for one test, then restores the default policy."""
+    """Publishes this project's table under both names for one test (the default policy), and restores it."""
     torch_dlpack_bridge.install(prefer="bridge")
     yield
-    torch_dlpack_bridge.install(prefer="torch")
+    torch_dlpack_bridge.install()
 
 
 # Every torch dtype DLPack can describe, with its DLPack 1.3 (code, bits, lanes); export, import and

@@ -19,10 +19,11 @@ from conftest import run_python
 from torch_dlpack_bridge import CAPSULE_ATTR, INT_ATTR
 
 OURS, TORCH = "torch_dlpack_bridge", "torch"
-# torch >= 2.10 ships a table of its own, which the default policy keeps; an older torch has none, and the
-# default policy publishes ours under both names there.
+# The default policy publishes ours under both names on every torch. torch >= 2.10 ships a table of its own,
+# which prefer="torch" keeps; an older torch has none, and prefer="torch" publishes ours there too.
 HAS_NATIVE = torch_dlpack_bridge._native_capsule() is not None
-DEFAULT = TORCH if HAS_NATIVE else OURS
+DEFAULT = OURS
+PREFER_TORCH = TORCH if HAS_NATIVE else OURS
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p
@@ -45,7 +46,7 @@ def published(cls=torch.Tensor):
 @pytest.fixture
 def restore_default():
     yield
-    torch_dlpack_bridge.install(prefer="torch")
+    torch_dlpack_bridge.install()
 
 
 class TorchFunctionSubclass(torch.Tensor):
@@ -83,28 +84,24 @@ def test_table_header_is_version_1_3_without_previous_api_and_all_functions_set(
 
 # ---- default policy ---------------------------------------------------------------------------------
 
-def test_default_policy_keeps_torch_native_capsule(native):
+def test_default_policy_publishes_ours_under_both_names_even_beside_a_native_table():
+    """Whatever the torch (with or without a table of its own): importing the package turns ours on."""
+    ours = torch_dlpack_bridge.exchange_api_address()
+    assert published() == (ours, ours)
+    assert torch_dlpack_bridge.active_provider() == {CAPSULE_ATTR: OURS, INT_ATTR: OURS}
+    assert _get_name(torch.Tensor.__dict__[CAPSULE_ATTR]) == b"dlpack_exchange_api"
+
+
+def test_prefer_torch_keeps_native_capsule_and_points_int_name_at_it(native, restore_default):
+    torch_dlpack_bridge.install(prefer="torch")
     assert torch.Tensor.__dict__[CAPSULE_ATTR] is native
-    assert pointer(torch.Tensor.__dict__[CAPSULE_ATTR]) != torch_dlpack_bridge.exchange_api_address()
-
-
-def test_default_policy_adds_int_name_pointing_at_native_table(native):
-    assert INT_ATTR in torch.Tensor.__dict__
     assert published() == (pointer(native), pointer(native))
-
-
-def test_default_active_provider_is_torch_for_both_names(native):
     assert torch_dlpack_bridge.active_provider() == {CAPSULE_ATTR: TORCH, INT_ATTR: TORCH}
 
 
-def test_default_policy_is_torch_table_if_any_else_ours_under_both_names():
-    """Whatever the torch: the default provider is torch's own table if it has one, ours otherwise; then
-    both names hold our table, the capsule named for consumers."""
-    assert torch_dlpack_bridge.active_provider() == {CAPSULE_ATTR: DEFAULT, INT_ATTR: DEFAULT}
-    if not HAS_NATIVE:
-        ours = torch_dlpack_bridge.exchange_api_address()
-        assert published() == (ours, ours)
-        assert _get_name(torch.Tensor.__dict__[CAPSULE_ATTR]) == b"dlpack_exchange_api"
+def test_prefer_torch_without_a_native_table_publishes_ours(restore_default):
+    torch_dlpack_bridge.install(prefer="torch")
+    assert torch_dlpack_bridge.active_provider() == {CAPSULE_ATTR: PREFER_TORCH, INT_ATTR: PREFER_TORCH}
 
 
 def test_consumer_finds_a_working_table_under_both_names(probe):
@@ -228,18 +225,18 @@ def providers_in_fresh_process(**env):
     return json.loads(result.stdout.splitlines()[-1])
 
 
-def test_environment_variable_bridge_is_honoured_at_import():
-    state = providers_in_fresh_process(TORCH_DLPACK_BRIDGE_PREFER="bridge")
+@pytest.mark.parametrize("value", ["bridge", ""])
+def test_environment_variable_bridge_or_empty_gives_default_policy(value):
+    state = providers_in_fresh_process(TORCH_DLPACK_BRIDGE_PREFER=value)
     assert state["at_import"] == {"providers": {CAPSULE_ATTR: OURS, INT_ATTR: OURS},
                                   "capsule_is_ours": True, "int_is_ours": True}
-    assert state["after_explicit_torch"]["providers"] == {CAPSULE_ATTR: DEFAULT, INT_ATTR: DEFAULT}, \
+    assert state["after_explicit_torch"]["providers"] == {CAPSULE_ATTR: PREFER_TORCH, INT_ATTR: PREFER_TORCH}, \
         "an explicit prefer= argument wins over the environment"
 
 
-@pytest.mark.parametrize("value", ["torch", ""])
-def test_environment_variable_torch_or_empty_gives_default_policy(value):
-    state = providers_in_fresh_process(TORCH_DLPACK_BRIDGE_PREFER=value)
-    assert state["at_import"] == {"providers": {CAPSULE_ATTR: DEFAULT, INT_ATTR: DEFAULT},
+def test_environment_variable_torch_keeps_native_table_at_import():
+    state = providers_in_fresh_process(TORCH_DLPACK_BRIDGE_PREFER="torch")
+    assert state["at_import"] == {"providers": {CAPSULE_ATTR: PREFER_TORCH, INT_ATTR: PREFER_TORCH},
                                   "capsule_is_ours": not HAS_NATIVE, "int_is_ours": not HAS_NATIVE}
 
 

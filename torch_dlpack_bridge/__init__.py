@@ -5,8 +5,8 @@ kernel libraries that look up ``type(t).__dlpack_c_exchange_api__`` (capsule) or
 ``__c_dlpack_exchange_api__`` (int) take torch tensors in tens of nanoseconds, on any torch version.
 
 >>> import torch, torch_dlpack_bridge
->>> torch_dlpack_bridge.active_provider()["__c_dlpack_exchange_api__"] in ("torch_dlpack_bridge", "torch")
-True
+>>> torch_dlpack_bridge.active_provider()["__c_dlpack_exchange_api__"]
+'torch_dlpack_bridge'
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ CAPSULE_ATTR = "__dlpack_c_exchange_api__"
 INT_ATTR = "__c_dlpack_exchange_api__"
 """DLPack 1.2 name: the table's address as an int on the tensor type."""
 PREFER_ENV = "TORCH_DLPACK_BRIDGE_PREFER"
-"""Environment variable read by the import-time :func:`install`: ``torch`` (default) or ``bridge``."""
+"""Environment variable read by the import-time :func:`install`: ``bridge`` (default) or ``torch``."""
 
 if _build_info.TORCH_VERSION != torch.__version__:
     raise ImportError(
@@ -106,17 +106,18 @@ def _native_capsule() -> Any:
 def install(prefer: Optional[str] = None) -> None:
     """Publish the table on ``torch.Tensor`` (so subclasses and ``nn.Parameter`` inherit it).
 
-    ``prefer="torch"`` (the default, or ``TORCH_DLPACK_BRIDGE_PREFER=torch``): where torch has its own table
-    (torch >= 2.10) its capsule stays, and the legacy int name is added pointing at it if missing; where
-    torch has none, this project's table goes under both names. ``prefer="bridge"`` puts this project's
-    table under both names. Called at import; call again to switch, :func:`uninstall` to undo.
+    ``prefer="bridge"`` (the default, or ``TORCH_DLPACK_BRIDGE_PREFER=bridge``) puts this project's table
+    under both names, on every torch. ``prefer="torch"`` (or ``TORCH_DLPACK_BRIDGE_PREFER=torch``): where
+    torch has its own table (torch >= 2.10) its capsule stays, and the legacy int name is added pointing at
+    it if missing; where torch has none, this project's table goes under both names. Called at import; call
+    again to switch, :func:`uninstall` to undo.
 
-    >>> torch_dlpack_bridge.install(prefer="bridge")
+    >>> torch_dlpack_bridge.install()
     >>> torch_dlpack_bridge.active_provider()[torch_dlpack_bridge.CAPSULE_ATTR]
     'torch_dlpack_bridge'
     """
     global _saved
-    prefer = prefer or os.environ.get(PREFER_ENV) or "torch"
+    prefer = prefer or os.environ.get(PREFER_ENV) or "bridge"
     if prefer not in ("torch", "bridge"):
         raise ValueError(f"prefer must be 'torch' or 'bridge', not {prefer!r}")
     if _saved is None:

@@ -28,6 +28,17 @@ def status() -> None:
     print(f"torch's own table: {'present' if native is not None else 'absent (this project fills the gap)'}")
     for name, provider in bridge.active_provider().items():
         print(f"  torch.Tensor.{name} -> {provider}")
+    print(consumers_get(bridge.active_provider()[bridge.CAPSULE_ATTR], native is not None))
+
+
+def consumers_get(provider, has_native: bool) -> str:
+    """One line: which table consumers get, and how to switch."""
+    if provider == "torch_dlpack_bridge":
+        switch = (f"; to keep torch's own: {bridge.PREFER_ENV}=torch or torch_dlpack_bridge.install(prefer='torch')"
+                  if has_native else "")
+        return f"consumers get this project's table{switch}"
+    return (f"consumers get {provider or 'no'} table; to use this project's: "
+            f"{bridge.PREFER_ENV}=bridge or torch_dlpack_bridge.install()")
 
 
 def self_check(api) -> List[Tuple[str, bool, str]]:
