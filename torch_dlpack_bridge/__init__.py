@@ -26,6 +26,7 @@ __all__ = [
     "build_info",
     "exchange_api",
     "exchange_api_address",
+    "get_cmake_dir",
     "get_include",
     "install",
     "uninstall",
@@ -85,6 +86,12 @@ def build_info() -> Dict[str, Any]:
 def get_include() -> str:
     """Directory to add to the include path for ``torch_dlpack_bridge/dlpack.h`` and the consumer header."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
+
+def get_cmake_dir() -> str:
+    """Directory holding ``torch_dlpack_bridgeConfig.cmake``, for ``-Dtorch_dlpack_bridge_DIR=...`` or
+    ``CMAKE_PREFIX_PATH`` (then ``find_package(torch_dlpack_bridge CONFIG)``)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "cmake")
 
 
 def _address_of(value: Any) -> Optional[int]:

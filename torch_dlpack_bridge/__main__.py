@@ -121,9 +121,14 @@ def main(argv: List[str]) -> int:
         return _bench.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m torch_dlpack_bridge", description=__doc__)
     parser.add_argument("--includes", action="store_true", help="print the -I flag for the consumer headers")
+    parser.add_argument("--cmake-dir", action="store_true",
+                        help="print the directory of torch_dlpack_bridgeConfig.cmake (for find_package)")
     args = parser.parse_args(argv)
     if args.includes:
         print(f"-I{bridge.get_include()}")
+        return 0
+    if args.cmake_dir:
+        print(bridge.get_cmake_dir())
         return 0
     status()
     print("\nself-check (this project's table, called from C):")
