@@ -1,61 +1,80 @@
-"""Builds torch_dlpack_bridge against the torch installed in this environment.
+"""Builds torch_dlpack_bridge: the torch-free `_probe` extension (CPython's limited API, one build for every
+Python) and the exchange table library, once per torch it should serve (torch_dlpack_bridge/_build.py).
 
-Two extensions: `_C` (the exchange table; links torch) and `_probe` (a torch-free C consumer of any table,
-used by the self-check, the quick benchmark and the tests). Build with `--no-build-isolation` so the torch
-you run is the torch you compile against; the build records it in torch_dlpack_bridge/_build_info.py.
+Which torch the table is built for:
+- TDB_TORCH_SITES=dir1:dir2:... (scripts/build_wheels.sh): each dir holds an unpacked torch wheel; the wheel
+  ships one library per torch minor and never compiles at import for those.
+- otherwise the torch importable here, if any: `pip install --no-build-isolation .` (the developer path)
+  builds for the torch you run.
+- otherwise none: with pip's default build isolation torch is not importable here (it is not a build
+  requirement, so no other torch is downloaded into the build environment) and the package builds its table
+  for the installed torch at first import, into a per-user cache.
 """
 
-import glob
+import importlib.util
 import os
+import sys
 
-import torch
 from setuptools import Extension, setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-INCLUDE = os.path.join("torch_dlpack_bridge", "include")
-SANITIZE = os.environ.get("TDB_SANITIZE") == "1"  # ASan + UBSan build, see README
+PACKAGE = os.path.join(HERE, "torch_dlpack_bridge")
 
 
-def write_build_info():
-    with open(os.path.join(HERE, "torch_dlpack_bridge", "_build_info.py"), "w") as f:
-        f.write("# Written by setup.py at build time: the torch this package was compiled against.\n")
-        f.write(f"TORCH_VERSION = {torch.__version__!r}\n")
-        f.write(f"CXX11_ABI = {bool(torch._C._GLIBCXX_USE_CXX11_ABI)!r}\n")
-        f.write(f"CUDA_VERSION = {torch.version.cuda!r}\n")
-        f.write(f"HIP_VERSION = {torch.version.hip!r}\n")
-        f.write(f"SANITIZED = {SANITIZE!r}\n")
+def load_build_module():
+    """torch_dlpack_bridge/_build.py by path: importing the package would import torch and load a table."""
+    spec = importlib.util.spec_from_file_location("tdb_build", os.path.join(PACKAGE, "_build.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
-def compile_args():
-    args = ["-O3", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
-    if SANITIZE:
-        args = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-Wall"]
-    return args
+_build = load_build_module()
 
 
-write_build_info()
-sources = sorted(glob.glob("csrc/*.cpp"))
-probe = "csrc/probe.cpp"
-link_args = ["-fsanitize=address,undefined"] if SANITIZE else []
+def table_targets():
+    sites = [s for s in os.environ.get("TDB_TORCH_SITES", "").split(os.pathsep) if s]
+    if sites:
+        return [_build.unpacked_torch(site) for site in sites]
+    try:
+        return [_build.installed_torch()]
+    except ImportError:
+        return []
 
+
+class BuildWithTables(build_ext):
+    """build_ext, then one table library per target torch into torch_dlpack_bridge/_lib/."""
+
+    def run(self):
+        super().run()
+        in_place = self.inplace or getattr(self, "editable_mode", False)
+        out_dir = os.path.join(PACKAGE if in_place else os.path.join(self.build_lib, "torch_dlpack_bridge"), "_lib")
+        for target in table_targets():
+            path = os.path.join(out_dir, target.library_name)
+            print(f"building {path} for torch {target.version}")
+            _build.compile_table(target, path, jobs=int(os.environ.get("MAX_JOBS", "0")) or None,
+                                 src=os.path.join(HERE, "csrc"))
+
+    def get_outputs(self):
+        libs = os.path.join(self.build_lib, "torch_dlpack_bridge", "_lib")
+        return super().get_outputs() + [os.path.join(libs, t.library_name) for t in table_targets()]
+
+
+sanitize = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"] if _build.sanitized() else []
 setup(
     ext_modules=[
-        CppExtension(
-            "torch_dlpack_bridge._C",
-            [s for s in sources if s != probe],
-            include_dirs=[os.path.join(HERE, INCLUDE)],
-            extra_compile_args=compile_args(),
-            extra_link_args=link_args,
-        ),
         Extension(
             "torch_dlpack_bridge._probe",
-            [probe],
-            include_dirs=[os.path.join(HERE, INCLUDE)],
+            ["csrc/probe.cpp"],
+            include_dirs=[os.path.join(PACKAGE, "include")],
             language="c++",
-            extra_compile_args=["-std=c++17"] + compile_args(),
-            extra_link_args=link_args,
+            extra_compile_args=["-std=c++17", "-O3", "-fvisibility=hidden", "-Wall", "-Wextra"] + sanitize,
+            extra_link_args=["-fsanitize=address,undefined"] if sanitize else [],
+            py_limited_api=True,
         ),
     ],
-    cmdclass={"build_ext": BuildExtension},
+    cmdclass={"build_ext": BuildWithTables},
+    options={"bdist_wheel": {"py_limited_api": "cp39"}},
 )

@@ -1,5 +1,5 @@
 // Export: torch tensor -> DLTensor (borrowed) and DLManagedTensorVersioned (owned).
-#include <torch/csrc/autograd/python_variable.h>
+#include "torch_python.h"
 
 #include <cstdlib>
 #include <new>
@@ -153,7 +153,7 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
   auto* obj = static_cast<PyObject*>(py_object);
   if (C10_UNLIKELY(obj == nullptr || !is_torch_tensor(obj))) return raise_not_a_tensor(obj);
   if (C10_UNLIKELY(out == nullptr)) return raise_python(ErrorKind::Value, "out must not be NULL");
-  return guarded([&] { describe(THPVariable_Unpack(obj), *out); });
+  return guarded([&] { describe(unpack_tensor(obj), *out); });
 }
 
 int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersioned** out) noexcept {
@@ -161,7 +161,7 @@ int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersio
   if (C10_UNLIKELY(obj == nullptr || !is_torch_tensor(obj))) return raise_not_a_tensor(obj);
   if (C10_UNLIKELY(out == nullptr)) return raise_python(ErrorKind::Value, "out must not be NULL");
   *out = nullptr;
-  return guarded([&] { *out = export_owning(THPVariable_Unpack(obj)); });
+  return guarded([&] { *out = export_owning(unpack_tensor(obj)); });
 }
 
 }  // namespace tdb

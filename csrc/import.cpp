@@ -1,7 +1,7 @@
 // Import: DLManagedTensorVersioned from any producer -> torch tensor, without a copy.
 #include <c10/core/Storage.h>
 #include <c10/core/TensorImpl.h>
-#include <torch/csrc/autograd/python_variable.h>
+#include "torch_python.h"
 
 #include <algorithm>
 #include <string>

@@ -137,7 +137,7 @@ inline bool scalar_type_of(DLDataType d, c10::ScalarType& out) noexcept {
   return false;
 }
 
-// True when torch's CUDA device type means HIP (a ROCm build of torch); set once at module import.
+// True when torch's CUDA device type means HIP (a ROCm build of torch); set once by tdb_init at load.
 extern bool g_cuda_is_rocm;
 
 // The DLPack device type of a torch device type, or 0 if DLPack has none that torch maps to.

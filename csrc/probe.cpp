@@ -1,6 +1,8 @@
 // torch_dlpack_bridge._probe: a consumer of any DLPackExchangeAPI, written against the DLPack header and
 // Python.h only (no torch), calling the table exactly as a C consumer does. The self-check, the quick
 // benchmark and the tests use it, so they can point it at this project's table or at torch's own.
+// Written against CPython's limited API (3.9), so one build serves every CPython version the wheel covers.
+#define Py_LIMITED_API 0x03090000
 #include <Python.h>
 
 #include <algorithm>
@@ -36,7 +38,7 @@ const DLPackExchangeAPI* parse_api(PyObject* obj) {
 PyObject* int_tuple(const int64_t* values, int32_t n) {
   PyObject* t = PyTuple_New(values == nullptr ? 0 : n);
   for (int32_t i = 0; t != nullptr && values != nullptr && i < n; ++i) {
-    PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(values[i]));
+    PyTuple_SetItem(t, i, PyLong_FromLongLong(values[i]));
   }
   return t;
 }
@@ -65,7 +67,9 @@ void release(Managed* self) {
 
 void managed_dealloc(PyObject* self) {
   release(reinterpret_cast<Managed*>(self));
-  Py_TYPE(self)->tp_free(self);
+  PyTypeObject* type = Py_TYPE(self);
+  reinterpret_cast<freefunc>(PyType_GetSlot(type, Py_tp_free))(self);
+  Py_DECREF(type);  // instances of a heap type own a reference to it
 }
 
 DLManagedTensorVersioned* owned(PyObject* self) {
@@ -188,10 +192,10 @@ PyMethodDef managed_methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyTypeObject ManagedType = {PyVarObject_HEAD_INIT(nullptr, 0) "torch_dlpack_bridge._probe.Managed"};
+PyTypeObject* ManagedType = nullptr;  // a heap type, made at module init
 
 PyObject* wrap_managed(DLManagedTensorVersioned* m) {
-  auto* self = PyObject_New(Managed, &ManagedType);
+  auto* self = PyObject_New(Managed, ManagedType);
   if (self == nullptr) {
     if (m->deleter) m->deleter(m);
     return nullptr;
@@ -236,12 +240,14 @@ void record_error(void* ctx, const char* kind, const char* message) {
 }
 
 bool parse_shape(PyObject* seq, std::vector<int64_t>& out) {
-  PyObject* fast = PySequence_Fast(seq, "shape must be a sequence of ints");
-  if (fast == nullptr) return false;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); ++i) {
-    out.push_back(PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i)));
+  const Py_ssize_t n = PySequence_Size(seq);
+  if (n < 0) return false;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PySequence_GetItem(seq, i);
+    if (item == nullptr) return false;
+    out.push_back(PyLong_AsLongLong(item));
+    Py_DECREF(item);
   }
-  Py_DECREF(fast);
   return !PyErr_Occurred();
 }
 
@@ -477,16 +483,20 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "torch_dlpack_bridge._probe", nullp
 }  // namespace
 
 PyMODINIT_FUNC PyInit__probe() {
-  ManagedType.tp_basicsize = sizeof(Managed);
-  ManagedType.tp_flags = Py_TPFLAGS_DEFAULT;
-  ManagedType.tp_dealloc = managed_dealloc;
-  ManagedType.tp_methods = managed_methods;
-  ManagedType.tp_doc = "Owns one DLManagedTensorVersioned; calls its deleter once (on delete() or when dropped).";
-  if (PyType_Ready(&ManagedType) < 0) return nullptr;
+  PyType_Slot slots[] = {
+      {Py_tp_dealloc, reinterpret_cast<void*>(managed_dealloc)},
+      {Py_tp_methods, managed_methods},
+      {Py_tp_doc, const_cast<char*>("Owns one DLManagedTensorVersioned; calls its deleter once (on delete() or "
+                                    "when dropped).")},
+      {0, nullptr},
+  };
+  PyType_Spec spec = {"torch_dlpack_bridge._probe.Managed", sizeof(Managed), 0, Py_TPFLAGS_DEFAULT, slots};
+  ManagedType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&spec));
+  if (ManagedType == nullptr) return nullptr;
   PyObject* m = PyModule_Create(&module);
-  Py_INCREF(&ManagedType);
-  if (m != nullptr && PyModule_AddObject(m, "Managed", reinterpret_cast<PyObject*>(&ManagedType)) < 0) {
-    Py_DECREF(&ManagedType);
+  Py_INCREF(ManagedType);
+  if (m != nullptr && PyModule_AddObject(m, "Managed", reinterpret_cast<PyObject*>(ManagedType)) < 0) {
+    Py_DECREF(ManagedType);
     Py_DECREF(m);
     return nullptr;
   }

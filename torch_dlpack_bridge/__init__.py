@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from . import _build_info
+from . import _loader
 
 __all__ = [
     "CAPSULE_ATTR",
@@ -41,14 +41,11 @@ INT_ATTR = "__c_dlpack_exchange_api__"
 PREFER_ENV = "TORCH_DLPACK_BRIDGE_PREFER"
 """Environment variable read by the import-time :func:`install`: ``bridge`` (default) or ``torch``."""
 
-if _build_info.TORCH_VERSION != torch.__version__:
-    raise ImportError(
-        f"torch_dlpack_bridge was built for torch {_build_info.TORCH_VERSION} but torch {torch.__version__} is "
-        "installed; a C++ extension only works with the torch it was compiled against. Rebuild it with: "
-        "pip install --no-build-isolation --no-deps --force-reinstall torch_dlpack_bridge"
-    )
-
-from . import _C  # noqa: E402  (after the ABI guard, so a mismatch is an ImportError, not a symbol error)
+# The table library for the running torch (shipped, cached, or built once): an ImportError names the cause.
+_library, _library_info = _loader.load(__version__)
+_library.tdb_exchange_api_capsule.restype = ctypes.py_object
+_library.tdb_exchange_api.restype = ctypes.c_void_p
+_ADDRESS: int = _library.tdb_exchange_api()
 
 _MISSING = object()
 _saved: Optional[Dict[str, Any]] = None  # torch.Tensor's own entries, as they were before install()
@@ -63,23 +60,25 @@ def exchange_api() -> Any:
     >>> torch_dlpack_bridge.exchange_api()  # doctest: +ELLIPSIS
     <capsule object "dlpack_exchange_api" at ...>
     """
-    return _C.exchange_api()
+    return _library.tdb_exchange_api_capsule()
 
 
 def exchange_api_address() -> int:
     """This project's table as an address (what ``__c_dlpack_exchange_api__`` holds when it is active)."""
-    return _C.exchange_api_address()
+    return _ADDRESS
 
 
 def build_info() -> Dict[str, Any]:
-    """What the extension was compiled against: torch version, C++ ABI, compiler, DLPack version.
+    """What the loaded table library was compiled against (torch version, C++ ABI, compiler, DLPack version),
+    where it is and where it came from: ``"shipped"`` (prebuilt in the wheel or built at install), ``"cache"``
+    (built at an earlier import) or ``"build"`` (built by this import).
 
-    >>> torch_dlpack_bridge.build_info()["torch_version"] == torch.__version__.split("+")[0]
+    >>> torch_dlpack_bridge.build_info()["torch_version"].split(".")[:2] == torch.__version__.split(".")[:2]
     True
     """
-    info = dict(_C.build_info())
-    info.update(torch_full_version=_build_info.TORCH_VERSION, cuda=_build_info.CUDA_VERSION,
-                hip=_build_info.HIP_VERSION, sanitized=_build_info.SANITIZED)
+    info: Dict[str, Any] = dict(_library_info)
+    info.update(cxx11_abi=info["cxx11_abi"] == "1",
+                dlpack_version=tuple(int(v) for v in info["dlpack_version"].split(".")))
     return info
 
 
@@ -131,7 +130,7 @@ def install(prefer: Optional[str] = None) -> None:
         _saved = {name: torch.Tensor.__dict__.get(name, _MISSING) for name in (CAPSULE_ATTR, INT_ATTR)}
     native = _native_capsule()
     if prefer == "bridge" or native is None:
-        capsule, address = _C.exchange_api(), _C.exchange_api_address()
+        capsule, address = exchange_api(), _ADDRESS
     else:
         capsule = native
         legacy = _saved[INT_ATTR]
@@ -160,7 +159,7 @@ def active_provider(cls: type = torch.Tensor) -> Dict[str, Optional[str]]:
     >>> sorted(torch_dlpack_bridge.active_provider())
     ['__c_dlpack_exchange_api__', '__dlpack_c_exchange_api__']
     """
-    ours = _C.exchange_api_address()
+    ours = _ADDRESS
     native = _native_capsule()
     theirs = _address_of(native) if native is not None else None
     result: Dict[str, Optional[str]] = {}

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import timeit
 from typing import Callable, List, Tuple
@@ -16,14 +17,20 @@ import torch
 import torch_dlpack_bridge as bridge
 from torch_dlpack_bridge import _probe
 
+
+EPILOG = """subcommands:
+  bench [--help]   a short run of the benchmark suite (benchmarks/run.py runs the full one)"""
+
 CPU = (1, 0)
 
 
 def status() -> None:
     info = bridge.build_info()
-    print(f"torch {torch.__version__}; torch_dlpack_bridge {bridge.__version__} built against torch "
-          f"{info['torch_full_version']} (C++11 ABI {info['cxx11_abi']}, gcc {info['compiler']}, "
-          f"DLPack {info['dlpack_version'][0]}.{info['dlpack_version'][1]})")
+    origin = {"shipped": "installed with the package", "cache": "built at an earlier import",
+              "build": "built by this import"}[info["origin"]]
+    print(f"torch {torch.__version__}; torch_dlpack_bridge {bridge.__version__}, table library {origin}, built "
+          f"against torch {info['torch_version']} (C++11 ABI {info['cxx11_abi']}, gcc {info['compiler']}, "
+          f"DLPack {info['dlpack_version'][0]}.{info['dlpack_version'][1]})\n  {info['library']}")
     native = bridge._native_capsule()
     print(f"torch's own table: {'present' if native is not None else 'absent (this project fills the gap)'}")
     for name, provider in bridge.active_provider().items():
@@ -119,7 +126,9 @@ def main(argv: List[str]) -> int:
         from torch_dlpack_bridge import _bench
 
         return _bench.main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m torch_dlpack_bridge", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m torch_dlpack_bridge", epilog=EPILOG,
+                                     description="Status, a self-check of every table function, and a quick timing.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--includes", action="store_true", help="print the -I flag for the consumer headers")
     parser.add_argument("--cmake-dir", action="store_true",
                         help="print the directory of torch_dlpack_bridgeConfig.cmake (for find_package)")
@@ -141,4 +150,8 @@ def main(argv: List[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BrokenPipeError:  # `python -m torch_dlpack_bridge | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        sys.exit(0)

@@ -1,0 +1,37 @@
+// The table library's C entry points. The Python package loads this library with ctypes (one build per torch
+// minor version, see torch_dlpack_bridge/_loader.py), so it is not a CPython extension module: nothing here
+// depends on the Python version beyond the few stable C API calls the table makes.
+#include <Python.h>
+
+#include <cstdio>
+
+#include "bridge.h"
+#include "mapping.h"
+
+#define TDB_EXPORT extern "C" __attribute__((visibility("default")))
+
+// What libstdc++'s inline code reads instead of glibc's __libc_single_threaded (see compile_flags in
+// _build.py): never single-threaded, so reference counts always use atomics.
+extern "C" char tdb_libc_single_threaded = 0;
+
+// Sets what torch's CUDA device type means (HIP on a ROCm build of torch); the loader calls it once, before
+// publishing the table.
+TDB_EXPORT void tdb_init(int cuda_is_rocm) { tdb::g_cuda_is_rocm = cuda_is_rocm != 0; }
+
+// A new reference to a capsule named "dlpack_exchange_api" holding the table (needs the GIL).
+TDB_EXPORT PyObject* tdb_exchange_api_capsule() {
+  return PyCapsule_New(&tdb::g_exchange_api, TDB_EXCHANGE_API_CAPSULE_NAME, nullptr);
+}
+
+// The table's address (the DLPack 1.2 int name holds it).
+TDB_EXPORT const DLPackExchangeAPI* tdb_exchange_api() { return &tdb::g_exchange_api; }
+
+// What this library was compiled against, as "key=value" lines (static storage).
+TDB_EXPORT const char* tdb_build_info() {
+  static char info[512];
+  if (info[0] == '\0') {
+    std::snprintf(info, sizeof info, "torch_version=%s\ncxx11_abi=%d\ncompiler=%s\ndlpack_version=%d.%d\n",
+                  TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI, __VERSION__, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+  }
+  return info;
+}

@@ -1,0 +1,179 @@
+"""Compiles the exchange table library (csrc/) against one torch: the one place that knows how.
+
+Three callers share it: setup.py (a developer build against the installed torch, or the release build against
+unpacked torch wheels, see scripts/build_wheels.sh), and the loader (a torch no prebuilt library covers is built
+once into a per-user cache). It imports neither torch nor the package, so setup.py can load it by path.
+
+The library is not a CPython extension module: it is loaded with ctypes and only makes the few C API calls
+whose ABI every CPython 3.9+ shares, so one build per torch minor serves every Python version.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True)
+class TorchTarget:
+    """The torch a table library is compiled against and must be loaded with."""
+
+    version: str  # torch.__version__, e.g. "2.13.0+cpu"
+    cxx11_abi: bool  # torch._C._GLIBCXX_USE_CXX11_ABI
+    rocm: bool  # a ROCm (HIP) build of torch
+    root: str  # the directory holding torch's include/ and lib/
+
+    @property
+    def minor(self) -> Tuple[int, int]:
+        return version_tuple(self.version)
+
+    @property
+    def is_release(self) -> bool:
+        """A release (2.13.0, 2.13.0+cu130); nightlies and source builds (2.16.0.dev2026..., 2.13.0a0+git...)
+        may change torch's ABI within a minor, so no prebuilt library is trusted for them."""
+        return re.fullmatch(r"\d+\.\d+\.\d+(\+[\w.]+)?", self.version) is not None
+
+    @property
+    def library_name(self) -> str:
+        """One library per torch minor, C++ ABI and flavour: what changes torch's ABI, and nothing else."""
+        major, minor = self.minor
+        abi = "cxx11" if self.cxx11_abi else "precxx11"
+        return f"libtdb_torch{major}.{minor}_{abi}{'_rocm' if self.rocm else ''}.so"
+
+
+def version_tuple(version: str) -> Tuple[int, int]:
+    match = re.match(r"(\d+)\.(\d+)", version)
+    if match is None:
+        raise ValueError(f"cannot read a torch version from {version!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def installed_torch() -> TorchTarget:
+    """The torch imported in this process."""
+    import torch
+
+    return TorchTarget(version=str(torch.__version__), cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+                       rocm=torch.version.hip is not None, root=os.path.dirname(os.path.abspath(torch.__file__)))
+
+
+def unpacked_torch(site: str) -> TorchTarget:
+    """A torch wheel unpacked into `site` (holding torch/), read without importing it."""
+    root = os.path.join(site, "torch")
+    with open(os.path.join(root, "version.py")) as f:
+        text = f.read()
+    version = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text).group(1)
+    hip = re.search(r"^hip\s*(?::[^=]*)?=\s*(.+)$", text, re.M)
+    with open(os.path.join(root, "share", "cmake", "Torch", "TorchConfig.cmake")) as f:
+        abi = re.search(r"_GLIBCXX_USE_CXX11_ABI=([01])", f.read())
+    if abi is None:
+        raise ValueError(f"{root}: TorchConfig.cmake does not say which C++ ABI this torch uses")
+    return TorchTarget(version=version, cxx11_abi=abi.group(1) == "1",
+                       rocm=hip is not None and hip.group(1).strip() != "None", root=root)
+
+
+def sources_dir() -> str:
+    """csrc/ as shipped in the package (wheel or sdist install), or beside it in a source checkout."""
+    for candidate in (os.path.join(PACKAGE_DIR, "_csrc"), os.path.join(os.path.dirname(PACKAGE_DIR), "csrc")):
+        if os.path.isfile(os.path.join(candidate, "exchange_api.cpp")):
+            return candidate
+    raise FileNotFoundError(f"the table's C++ sources are missing (looked in {PACKAGE_DIR}/_csrc and ../csrc)")
+
+
+def table_sources(src: str) -> List[str]:
+    return sorted(os.path.join(src, name) for name in os.listdir(src)
+                  if name.endswith(".cpp") and name != "probe.cpp")
+
+
+def find_compiler() -> Optional[str]:
+    cxx = os.environ.get("CXX")
+    if cxx:
+        return shutil.which(cxx)
+    return shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+
+
+def sanitized() -> bool:
+    """ASan + UBSan build (TDB_SANITIZE=1, scripts/sanitize.sh)."""
+    return os.environ.get("TDB_SANITIZE") == "1"
+
+
+def warning_and_optimisation_flags() -> List[str]:
+    if sanitized():
+        return ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-Wall"]
+    return ["-O3", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
+
+
+def compile_flags(target: TorchTarget) -> List[str]:
+    # torch >= 2.10 builds its extensions as C++20 and its headers may rely on it; older headers want C++17.
+    std = "c++20" if target.minor >= (2, 10) else "c++17"
+    include = os.path.join(target.root, "include")
+    # libstdc++'s headers read glibc's __libc_single_threaded (GLIBC_2.32) to skip atomics in single-threaded
+    # processes; renamed to a flag of our own that is always 0 (always atomic), the library needs nothing newer
+    # than glibc 2.28, as torch's own wheels.
+    return [f"-std={std}", "-fPIC", "-fvisibility=hidden", f"-D_GLIBCXX_USE_CXX11_ABI={int(target.cxx11_abi)}",
+            "-D__libc_single_threaded=tdb_libc_single_threaded",
+            "-isystem", include, "-isystem", os.path.join(include, "torch", "csrc", "api", "include"),
+            "-isystem", sysconfig.get_paths()["include"], "-I", os.path.join(PACKAGE_DIR, "include"),
+            ] + warning_and_optimisation_flags()
+
+
+def link_flags(target: TorchTarget) -> List[str]:
+    # torch is imported before the library is loaded, so its libraries are already in the process and the
+    # loader matches them by soname; the rpath only helps tools (ldd) in a standard site-packages layout.
+    return ["-shared", "-L", os.path.join(target.root, "lib"), "-lc10", "-ltorch_cpu", "-ltorch_python",
+            "-Wl,-rpath,$ORIGIN/../../torch/lib", "-Wl,--as-needed"] + (
+        ["-fsanitize=address,undefined"] if sanitized() else [])
+
+
+def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, src: Optional[str] = None,
+                  log=None) -> str:
+    """Compiles and links the table library for `target` into `output` (atomically: a half-written file is
+    never seen under that name). Raises RuntimeError with the compiler's output if it fails."""
+    cxx = find_compiler()
+    if cxx is None:
+        raise FileNotFoundError("no C++ compiler found (set CXX, or install g++ or clang++)")
+    src = src or sources_dir()
+    sources = table_sources(src)
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tdb-build-", dir=os.path.dirname(os.path.abspath(output))) as tmp:
+        flags = compile_flags(target)
+
+        def compile_one(source: str) -> str:
+            obj = os.path.join(tmp, os.path.basename(source) + ".o")
+            run([cxx, *flags, "-c", source, "-o", obj], log)
+            return obj
+
+        def check_declarations() -> None:
+            run([cxx, *flags, "-fsyntax-only", os.path.join(src, "torch_python_check.cc")], log)
+
+        with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+            checked = pool.submit(check_declarations)
+            objects = list(pool.map(compile_one, sources))
+            checked.result()
+        linked = os.path.join(tmp, os.path.basename(output))
+        run([cxx, *objects, "-o", linked, *link_flags(target)], log)
+        os.replace(linked, output)
+    return output
+
+
+def run(command: Sequence[str], log=None) -> None:
+    result = subprocess.run(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if log is not None:
+        log.write(" ".join(command) + "\n" + result.stdout)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)}\nfailed with exit code {result.returncode}:\n{result.stdout[-4000:]}")
+
+
+if __name__ == "__main__":  # python torch_dlpack_bridge/_build.py SITE OUTPUT_DIR: build for an unpacked torch
+    site_dir, out_dir = sys.argv[1:3]
+    built = unpacked_torch(site_dir)
+    print(compile_table(built, os.path.join(out_dir, built.library_name), log=sys.stdout))
