@@ -46,9 +46,9 @@ owning exports of the same table made outside the clock, then dropping the torch
 
 
 def build_state() -> str:
-    """Which build was measured: the source tree's commit, whether csrc differs from it, the _C build time."""
+    """Which build was measured: the source tree's commit, whether csrc differs from it, the table's build time."""
     import subprocess
-    so = Path(_bench.bridge._C.__file__)
+    so = Path(_bench.bridge.build_info()["library"])
     built = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(so.stat().st_mtime))
     try:
         head = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -58,7 +58,7 @@ def build_state() -> str:
     except (OSError, subprocess.TimeoutExpired):
         head, dirty = "", ""
     where = f"commit {head}{' + local csrc changes' if dirty else ''}, " if head else ""
-    return f"{where}_C built {built}"
+    return f"{where}table library built {built}"
 
 
 def practical_floor(res: "_bench.Results", address: int, cases, rounds: int, repeats: int):
