@@ -17,6 +17,7 @@ import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = os.path.join(HERE, "torch_dlpack_bridge")
@@ -62,6 +63,20 @@ class BuildWithTables(build_ext):
         return super().get_outputs() + [os.path.join(libs, t.library_name) for t in table_targets()]
 
 
+class BuildWithAutoloadHook(build_py):
+    """build_py, plus the autoload hook at the top of site-packages: a .pth file and the module it imports
+    (torch_dlpack_bridge/_autoload/), so that importing torch publishes the table in every process."""
+
+    def run(self):
+        super().run()
+        # An editable install's wheel is assembled from install's folder, not from build_lib.
+        root = (self.get_finalized_command("install").install_lib if getattr(self, "editable_mode", False)
+                else self.build_lib)
+        for name in AUTOLOAD_FILES:
+            self.copy_file(os.path.join(PACKAGE, "_autoload", name), os.path.join(root, name))
+
+
+AUTOLOAD_FILES = ("torch_dlpack_bridge_autoload.pth", "_torch_dlpack_bridge_autoload.py")
 sanitize = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"] if _build.sanitized() else []
 setup(
     ext_modules=[
@@ -75,6 +90,6 @@ setup(
             py_limited_api=True,
         ),
     ],
-    cmdclass={"build_ext": BuildWithTables},
+    cmdclass={"build_ext": BuildWithTables, "build_py": BuildWithAutoloadHook},
     options={"bdist_wheel": {"py_limited_api": "cp39"}},
 )

@@ -16,15 +16,17 @@ out=${TDB_WHEEL_DIR:-$repo/wheelhouse}
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(2.4.1 2.5.1 2.6.0 2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0)
 mkdir -p "$cache/wheels" "$out"
+shopt -s nullglob
+torch_wheel() { local found=("$cache/wheels/torch-$1-"*.whl "$cache/wheels/torch-$1+"*.whl); echo "${found[0]:-}"; }
 
 sites=()
 for v in "${versions[@]}"; do
   site="$cache/torch-$v"
   if [ ! -f "$site/torch/version.py" ]; then
-    wheel=$(ls "$cache/wheels/torch-$v-"*.whl "$cache/wheels/torch-$v+"*.whl 2>/dev/null | head -n 1 || true)
+    wheel=$(torch_wheel "$v")
     if [ -z "$wheel" ]; then
       python -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 "torch==$v" -d "$cache/wheels"
-      wheel=$(ls "$cache/wheels/torch-$v-"*.whl "$cache/wheels/torch-$v+"*.whl 2>/dev/null | head -n 1)
+      wheel=$(torch_wheel "$v")
     fi
     echo "unpacking $(basename "$wheel")"
     rm -rf "$site.tmp" && python - "$wheel" "$site.tmp" <<'PY'
@@ -49,7 +51,8 @@ start=$SECONDS
 (cd "$src" && TDB_TORCH_SITES=$(IFS=:; echo "${sites[*]}") \
   python -m pip wheel -q --no-build-isolation --no-deps -w "$raw" .)
 echo "built ${#sites[@]} table libraries in $((SECONDS - start)) s"
-wheel=$(ls "$raw"/*.whl)
+built=("$raw"/*.whl)
+wheel=${built[0]}
 
 # The platform tag the libraries' glibc/libstdc++ symbol versions allow. torch's own libraries are the
 # environment the table is loaded into, not something the wheel may bundle, so they are excluded.
@@ -58,6 +61,6 @@ policy=$(python -m auditwheel show "$wheel" 2>&1 | tr '\n' ' ' | grep -oE 'manyl
 python -m wheel tags --remove --platform-tag "$policy" "$wheel" > /dev/null
 rm -f "$out"/torch_dlpack_bridge-*.whl
 mv "$raw"/*.whl "$out/"
-final=$(ls "$out"/torch_dlpack_bridge-*.whl)
+final=("$out"/torch_dlpack_bridge-*.whl)
 echo "$final ($(du -k "$final" | cut -f1) KiB):"
 python -m zipfile -l "$final" | grep -E '_lib/|_probe'

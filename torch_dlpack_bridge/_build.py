@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import sysconfig
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -73,12 +72,25 @@ def unpacked_torch(site: str) -> TorchTarget:
         text = f.read()
     version = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text).group(1)
     hip = re.search(r"^hip\s*(?::[^=]*)?=\s*(.+)$", text, re.M)
-    with open(os.path.join(root, "share", "cmake", "Torch", "TorchConfig.cmake")) as f:
-        abi = re.search(r"_GLIBCXX_USE_CXX11_ABI=([01])", f.read())
-    if abi is None:
-        raise ValueError(f"{root}: TorchConfig.cmake does not say which C++ ABI this torch uses")
-    return TorchTarget(version=version, cxx11_abi=abi.group(1) == "1",
+    return TorchTarget(version=version, cxx11_abi=uses_cxx11_abi(root),
                        rocm=hip is not None and hip.group(1).strip() != "None", root=root)
+
+
+def uses_cxx11_abi(root: str) -> bool:
+    """Which C++ ABI an unpacked torch uses: TorchConfig.cmake says so up to torch 2.7; from 2.8 (C++11 ABI
+    only) it does not, and libc10's exported c10::Error constructor tells (std::string is mangled as
+    std::__cxx11::basic_string under the C++11 ABI, as "Ss" before it)."""
+    with open(os.path.join(root, "share", "cmake", "Torch", "TorchConfig.cmake")) as f:
+        stated = re.search(r"_GLIBCXX_USE_CXX11_ABI=([01])", f.read())
+    if stated is not None:
+        return stated.group(1) == "1"
+    with open(os.path.join(root, "lib", "libc10.so"), "rb") as f:
+        symbols = f.read()
+    if b"_ZN3c105ErrorC1ENSt7__cxx11" in symbols:
+        return True
+    if b"_ZN3c105ErrorC1ESs" in symbols:
+        return False
+    raise ValueError(f"{root}: cannot tell which C++ ABI this torch uses")
 
 
 def sources_dir() -> str:
@@ -171,9 +183,3 @@ def run(command: Sequence[str], log=None) -> None:
         log.write(" ".join(command) + "\n" + result.stdout)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)}\nfailed with exit code {result.returncode}:\n{result.stdout[-4000:]}")
-
-
-if __name__ == "__main__":  # python torch_dlpack_bridge/_build.py SITE OUTPUT_DIR: build for an unpacked torch
-    site_dir, out_dir = sys.argv[1:3]
-    built = unpacked_torch(site_dir)
-    print(compile_table(built, os.path.join(out_dir, built.library_name), log=sys.stdout))
