@@ -2,11 +2,17 @@
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include <dlfcn.h>
-
 #include "bridge.h"
 #include "errors.h"
 #include "mapping.h"
+
+#if !TDB_TORCH_AT_LEAST(2, 11)
+// torch's C shim for CUDA's current stream (libtorch_cuda; on ROCm builds libtorch_hip, same name). A weak
+// reference: it resolves when the library is in this process (libtorch_python, which this library links,
+// depends on it in GPU builds of torch) and is NULL in CPU-only builds, so one build serves both. dlsym would
+// do the same, at the price of glibc 2.34 symbol versions.
+extern "C" __attribute__((weak)) int32_t aoti_torch_get_current_cuda_stream(int32_t device_index, void** ret_stream);
+#endif
 
 namespace tdb {
 namespace {
@@ -18,17 +24,10 @@ void* native_handle(const c10::Stream& stream) {
 #if TDB_TORCH_AT_LEAST(2, 11)
   return stream.native_handle();  // cudaStream_t, hipStream_t, sycl::queue*, or a PrivateUse1 handle
 #else
-  // Before 2.11 torch has no device-generic raw handle. CUDA's current stream comes from the C shim in
-  // libtorch_cuda, found at run time (RTLD_NOLOAD: only if torch already loaded it), so one build of this
-  // extension serves CPU-only and CUDA builds of torch alike.
-  if (stream.device_type() == c10::DeviceType::CUDA) {
-    using GetStream = int32_t (*)(int32_t, void**);
-    static const GetStream get_stream = [] {
-      void* lib = dlopen("libtorch_cuda.so", RTLD_NOLOAD | RTLD_LAZY);
-      return lib ? reinterpret_cast<GetStream>(dlsym(lib, "aoti_torch_get_current_cuda_stream")) : nullptr;
-    }();
+  // Before 2.11 torch has no device-generic raw handle: CUDA's (and HIP's) comes from torch's C shim.
+  if (stream.device_type() == c10::DeviceType::CUDA && aoti_torch_get_current_cuda_stream != nullptr) {
     void* handle = nullptr;
-    if (get_stream != nullptr && get_stream(stream.device_index(), &handle) == 0) return handle;
+    if (aoti_torch_get_current_cuda_stream(stream.device_index(), &handle) == 0) return handle;
   }
   fail(ErrorKind::Runtime, "this torch (< 2.11) offers no raw stream handle for " +
                                c10::DeviceTypeName(stream.device_type(), true) + " devices");

@@ -12,11 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import sysconfig
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -107,6 +102,8 @@ def table_sources(src: str) -> List[str]:
 
 
 def find_compiler() -> Optional[str]:
+    import shutil
+
     cxx = os.environ.get("CXX")
     if cxx:
         return shutil.which(cxx)
@@ -125,6 +122,8 @@ def warning_and_optimisation_flags() -> List[str]:
 
 
 def compile_flags(target: TorchTarget) -> List[str]:
+    import sysconfig  # here, not at the top: it alone would double the package's import time
+
     # torch >= 2.10 builds its extensions as C++20 and its headers may rely on it; older headers want C++17.
     std = "c++20" if target.minor >= (2, 10) else "c++17"
     include = os.path.join(target.root, "include")
@@ -150,6 +149,9 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
                   log=None) -> str:
     """Compiles and links the table library for `target` into `output` (atomically: a half-written file is
     never seen under that name). Raises RuntimeError with the compiler's output if it fails."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
     cxx = find_compiler()
     if cxx is None:
         raise FileNotFoundError("no C++ compiler found (set CXX, or install g++ or clang++)")
@@ -178,6 +180,8 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
 
 
 def run(command: Sequence[str], log=None) -> None:
+    import subprocess
+
     result = subprocess.run(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if log is not None:
         log.write(" ".join(command) + "\n" + result.stdout)
