@@ -1,0 +1,47 @@
+"""What the distributions hold: an sdist built with pip's default build isolation must not carry a table
+library built against some other torch (torch is invisible to an isolated build, so the table is built at
+first import for the torch actually installed), and every install carries the sources that build needs, the
+consumer headers and the autoload hook.
+"""
+
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CSRC = sorted(name for name in os.listdir(os.path.join(ROOT, "csrc")) if name.endswith((".cpp", ".cc", ".h")))
+
+
+def run(*command, cwd):
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def isolated_wheel(tmp_path_factory):
+    """The sdist of this checkout, then a wheel built from it by pip with its default build isolation."""
+    pytest.importorskip("build")
+    out = tmp_path_factory.mktemp("dist")
+    run(sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(out), ROOT, cwd=ROOT)
+    (sdist,) = out.glob("torch_dlpack_bridge-*.tar.gz")
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(sdist), cwd=str(out))
+    (wheel,) = out.glob("torch_dlpack_bridge-*.whl")
+    return wheel
+
+
+def test_isolated_build_from_sdist_ships_no_table_library_but_its_sources(isolated_wheel):
+    names = zipfile.ZipFile(isolated_wheel).namelist()
+    assert not [n for n in names if n.startswith("torch_dlpack_bridge/_lib/")], \
+        "an isolated build cannot see the installed torch: it must not compile a table for any torch"
+    assert sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("torch_dlpack_bridge/_csrc/")) == CSRC
+    assert "torch_dlpack_bridge/include/torch_dlpack_bridge/dlpack.h" in names
+    assert "torch_dlpack_bridge/_probe.abi3.so" in names
+    assert "torch_dlpack_bridge_autoload.pth" in names and "_torch_dlpack_bridge_autoload.py" in names
+
+
+def test_wheel_is_tagged_for_every_cpython_from_3_9(isolated_wheel):
+    assert "-cp39-abi3-" in isolated_wheel.name
