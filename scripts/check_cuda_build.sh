@@ -89,7 +89,7 @@ echo "copied $(find "$SRC" -type f | wc -l) files to $SRC"
 echo "building against torch $TORCH_VERSION (several minutes on 2 cores) ..."
 START=$(date +%s)
 if (cd "$SRC" && MAX_JOBS="${MAX_JOBS:-2}" "$PY" setup.py build_ext --inplace) >"$LOGS/build.log" 2>&1; then
-  record build PASS "built in $(( $(date +%s) - START ))s ($(cd "$SRC" && ls torch_dlpack_bridge/*.so | xargs -n1 basename | tr '\n' ' '))"
+  record build PASS "built in $(( $(date +%s) - START ))s ($(cd "$SRC" && ls torch_dlpack_bridge/*.so torch_dlpack_bridge/_lib/*.so | xargs -n1 basename | tr '\n' ' '))"
 else
   record build FAIL "see $LOGS/build.log; first errors:"
   grep -n -E 'error|Error' "$LOGS/build.log" | head -n 20

@@ -2,7 +2,7 @@
 # Installs the release wheel (scripts/build_wheels.sh) into a fresh venv per torch x Python pair, with building at
 # import forbidden (TORCH_DLPACK_BRIDGE_BUILD=0, CXX=/nonexistent: a compile attempt is an ImportError), and runs
 # the main job, a smoke subset of the tests against the installed wheel, and an import-time measurement.
-# Writes the table to scripts/wheel_matrix.md (pass TDB_MATRIX_OUT=- to print only).
+# Writes the table to scripts/wheel_matrix.md (TDB_MATRIX_OUT=other/file.md to write elsewhere) and prints it.
 #
 # Usage: scripts/wheel_matrix.sh [torch:python ...]   e.g. scripts/wheel_matrix.sh 2.4.1:3.9 2.15.0:3.13
 # Env: TDB_MATRIX_DIR (default /tmp/tdb-wheel-matrix), TDB_WHEEL (default: the newest wheelhouse/*.whl),
@@ -61,5 +61,5 @@ done
   echo "| torch | Python | installed torch | main job | smoke tests | import |"
   echo "|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
-} > "${out/#-//dev/stdout}"
-[ "$out" = - ] || cat "$out"
+} > "$out"
+cat "$out"
