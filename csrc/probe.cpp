@@ -478,7 +478,8 @@ PyMethodDef methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module = {PyModuleDef_HEAD_INIT, "torch_dlpack_bridge._probe", nullptr, -1, methods};
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "torch_dlpack_bridge._probe", nullptr, -1, methods,
+                      nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 
