@@ -253,6 +253,27 @@ inline bool is_contiguous(const DLTensor& t) {
   return true;
 }
 
+/*!
+ * \brief Calls `f(i, offset)` for every element of `t` in row-major order: `i` counts elements from 0,
+ * `offset` is the element's distance from the first element, in elements (strides may be negative or 0).
+ * Allocates one index vector when ndim > 0 (std::bad_alloc on failure).
+ */
+template <class F>
+void for_each_offset(const DLTensor& t, F&& f) {
+  const int64_t n = numel(t);
+  std::vector<int64_t> index(t.ndim > 0 ? t.ndim : 0, 0);
+  int64_t offset = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, offset);
+    for (int32_t d = t.ndim - 1; d >= 0; --d) {  // odometer step
+      offset += t.strides[d];
+      if (++index[d] < t.shape[d]) break;
+      offset -= t.strides[d] * t.shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
 /*! \brief Typed pointer to the first element (data + byte_offset). The memory belongs to the producer. */
 template <class T>
 T* data_ptr(const DLTensor& t) {
@@ -371,6 +392,20 @@ inline const DLPackExchangeAPI* exchange_api(PyObject* obj, const char* name = "
     throw Error(PyExc_TypeError, detail::arg(name) + "expected a tensor, got '" + Py_TYPE(obj)->tp_name +
                                      "' (its type " + why + ")");
   return api;
+}
+
+/*!
+ * \brief True when `obj` (borrowed) can be taken as a tensor: its type publishes an exchange table, or it
+ * has a `__dlpack__` method. Never throws and leaves no Python exception set (binding libraries' type
+ * casters use it to decide between "not a tensor: try the next overload" and "a tensor: export it").
+ */
+inline bool is_dlpack_tensor(PyObject* obj) noexcept {
+  try {
+    if (find_exchange_api(Py_TYPE(obj))) return true;
+  } catch (...) {  // std::bad_alloc building a message: fall through to the cheaper question
+  }
+  const int has = PyObject_HasAttrString(obj, "__dlpack__");  // clears any error of the lookup
+  return has == 1;
 }
 
 // ---------------------------------------------------------------------------------------------
