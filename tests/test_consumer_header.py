@@ -386,33 +386,7 @@ def test_managed_tensor_dropped_on_a_thread_without_the_gil(probe, make):
 # ----------------------------------------------------------------------------- __dlpack__ fallback (NumPy)
 
 np = pytest.importorskip("numpy")
-
-
-class LegacyOnly:
-    """A producer that predates DLPack 1.0: __dlpack__(stream) only, returning an unversioned capsule."""
-
-    def __init__(self, array):
-        self.array = array
-
-    def __dlpack__(self, stream=None):
-        return self.array.__dlpack__(stream=stream)
-
-    def __dlpack_device__(self):
-        return self.array.__dlpack_device__()
-
-
-class Recording:
-    """A producer that records the arguments of each __dlpack__ call and reports `device`."""
-
-    def __init__(self, array, device=(1, 0), result=None):
-        self.array, self.device, self.result, self.calls = array, device, result, []
-
-    def __dlpack__(self, **kwargs):
-        self.calls.append(kwargs)
-        return self.result if self.result is not None else self.array.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.device
+from producers import LegacyOnly, Recording  # noqa: E402
 
 
 NUMPY_CASES = {
