@@ -148,6 +148,7 @@ def report(data, rounds: int, calls: int, elapsed: float) -> str:
 
 def section(build_dir: Path, rounds: int = 7, calls: int = 200000) -> str:
     """Builds, measures and returns the markdown section (used by benchmarks/run.py too)."""
+    torch_dlpack_bridge.install(prefer="bridge")  # the table this section is about, whatever ran before
     mods = build(build_dir)
     start = time.monotonic()
     data = measure(mods, rounds, calls)
