@@ -6,14 +6,19 @@ tdb::TensorView and tdb::ManagedTensor); the nanobind one is built with CMake th
 finding the headers with find_package(torch_dlpack_bridge CONFIG).
 """
 import gc
+import os
+import shutil
+import subprocess
 import sys
+import sysconfig
 import weakref
 
 import numpy as np
 import pytest
 import torch
 
-from example_packages import import_from, pip_install
+import torch_dlpack_bridge
+from example_packages import EXAMPLES, import_from, pip_install
 from producers import LegacyOnly
 
 FLAVOURS = {"pybind11": "axpy_pybind11", "nanobind": "axpy_nanobind"}
@@ -183,3 +188,31 @@ def test_failures_release_everything(ext):
             with pytest.raises((TypeError, ValueError)):
                 call()
     assert [sys.getrefcount(o) for o in (x, y, arr)] == refs
+
+
+# ----------------------------------------------------------------------------- the headers themselves
+
+WARNINGS = ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
+
+
+def binding_includes(flavour):
+    if flavour == "pybind11":
+        import pybind11
+
+        return [pybind11.get_include()]
+    import nanobind
+
+    return [nanobind.include_dir(), os.path.join(os.path.dirname(nanobind.include_dir()), "ext", "robin_map", "include")]
+
+
+@pytest.mark.parametrize("flavour", list(FLAVOURS))
+def test_example_compiles_without_warnings(flavour):
+    # The example builds do not turn warnings into errors (a user's flags are theirs); this does, for the headers.
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler on PATH")
+    source = os.path.join(EXAMPLES, FLAVOURS[flavour], FLAVOURS[flavour] + ".cpp")
+    cmd = [cxx, "-std=c++17", "-fsyntax-only", *WARNINGS, f"-I{sysconfig.get_paths()['include']}",
+           f"-I{torch_dlpack_bridge.get_include()}"] + [f"-isystem{d}" for d in binding_includes(flavour)] + [source]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr

@@ -78,10 +78,11 @@ class NanobindArg {
   /*! \brief false (next overload) for a non-tensor; true otherwise, even when the producer refused it. */
   bool from_python(nanobind::handle src, uint8_t /*flags*/, nanobind::detail::cleanup_list*) noexcept {
     register_nanobind_error_translator();
-    if (!is_dlpack_tensor(src.ptr())) return false;
-    PyObject* ok = guard([&]() -> PyObject* {
-      if constexpr (std::is_same_v<T, TensorView>) value_.emplace(src.ptr(), "tensor");
-      else value_.emplace(ManagedTensor::from_python(src.ptr(), "tensor"));
+    PyObject* obj = src.ptr();  // (capturing nanobind's handle, a hidden-visibility type, would warn)
+    if (!is_dlpack_tensor(obj)) return false;
+    PyObject* ok = guard([this, obj]() -> PyObject* {
+      if constexpr (std::is_same_v<T, TensorView>) value_.emplace(obj, "tensor");
+      else value_.emplace(ManagedTensor::from_python(obj, "tensor"));
       return Py_None;  // borrowed: only a success marker
     });
     if (!ok) error_ = fetch_exception();
