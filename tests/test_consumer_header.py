@@ -506,3 +506,18 @@ def test_protocol_tensors_cannot_allocate_or_return(probe):
     with pytest.raises(TypeError, match="argument 'x': its producer has no DLPack exchange table"):
         probe.view_alloc(np.ones(2, dtype=np.float32))
     assert probe.view_alloc(torch.ones(2)).shape == (2,)  # a producer with a table can
+
+
+def test_table_path_never_calls_dlpack(probe):
+    # The fast path stays the fast path: a type with a table is never asked for __dlpack__.
+    class Spy(torch.Tensor):
+        calls = 0
+
+        def __dlpack__(self, *args, **kwargs):
+            Spy.calls += 1
+            return super().__dlpack__(*args, **kwargs)
+
+    t = torch.arange(3.0).as_subclass(Spy)
+    probe.view_info(t)
+    probe.managed_info(t)
+    assert Spy.calls == 0
