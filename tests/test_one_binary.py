@@ -8,6 +8,8 @@ its nvidia-* packages (about 3 GB; about 3 minutes here), because a CUDA torch d
 libraries and the registry has no CPU build. The test is skipped, saying why, where the registry cannot be
 reached. TDB_ONE_BINARY_TORCH picks the other torch version; TDB_ONE_BINARY_PYTHON names an existing
 interpreter that already has it (no venv set-up); TDB_ONE_BINARY_FIND_LINKS a directory of local wheels.
+TDB_ONE_BINARY_WITH_BRIDGE=1 also builds torch_dlpack_bridge for the other torch (several minutes of compiling,
+so not in CI by default) and checks that the same binary then goes through this project's table there too.
 """
 import hashlib
 import json
@@ -21,6 +23,7 @@ import pytest
 from example_packages import pip_install, shared_objects
 
 OTHER_TORCH = os.environ.get("TDB_ONE_BINARY_TORCH", "2.9.1")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Runs in each interpreter: imports the one binary from SITE and reports what it computed.
 SCRIPT = textwrap.dedent("""
@@ -29,6 +32,7 @@ SCRIPT = textwrap.dedent("""
     import torch
     if sys.argv[2] == "bridge":
         import torch_dlpack_bridge
+        assert torch_dlpack_bridge.active_provider()["__dlpack_c_exchange_api__"] == "torch_dlpack_bridge"
     sys.path.insert(0, sys.argv[1])
     import axpy_pybind11 as m
 
@@ -53,8 +57,9 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def run_binary(python, site, mode):
-    res = subprocess.run([python, "-c", SCRIPT, site, mode], capture_output=True, text=True, timeout=300)
+def run_binary(python, site, mode, env=None):
+    res = subprocess.run([python, "-c", SCRIPT, site, mode], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, **(env or {})))
     assert res.returncode == 0, f"{python} ({mode}) exit code {res.returncode}\n{res.stdout}\n{res.stderr}"
     line = [ln for ln in res.stdout.splitlines() if ln.startswith("REPORT ")][-1]
     return json.loads(line[len("REPORT "):])
@@ -119,3 +124,23 @@ def test_same_binary_runs_on_two_torch_minors(binary, other_python):
         assert r["scaled_copy"] == ["Tensor", 0.0, 3.0, 6.0, 9.0]  # allocated by the producer's table
     # Without a table there is no allocator: refused cleanly, not a crash.
     assert other["scaled_copy"].startswith("TypeError: argument 'x': its producer has no DLPack exchange table")
+
+
+@pytest.mark.skipif(os.environ.get("TDB_ONE_BINARY_WITH_BRIDGE") != "1",
+                    reason="opt-in (TDB_ONE_BINARY_WITH_BRIDGE=1): compiles torch_dlpack_bridge for the other torch")
+def test_same_binary_through_this_projects_table_on_the_other_torch(binary, other_python, tmp_path):
+    site, so = binary
+    src = tmp_path / "src"
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(open(os.path.join(REPO, name), "rb").read())
+    for cmd in ([other_python, "-m", "pip", "install", "--quiet", "setuptools", "wheel", "ninja"],
+                [other_python, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", "--target",
+                 str(tmp_path / "bridge"), str(src)]):
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=dict(os.environ, MAX_JOBS="1"))
+        assert res.returncode == 0, res.stdout + res.stderr
+    report = run_binary(other_python, site, "bridge", env={"PYTHONPATH": str(tmp_path / "bridge")})
+    assert report["torch"].split("+")[0] == OTHER_TORCH and report["table"] and report["file"] == so
+    assert report["axpy_torch"] == [1.0, 5.0, 9.0, 13.0] and report["sum"] == 45.0
+    assert report["scaled_copy"] == ["Tensor", 0.0, 3.0, 6.0, 9.0]  # this project's allocator, on the other torch
