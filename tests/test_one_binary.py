@@ -58,8 +58,9 @@ SCRIPT = textwrap.dedent("""
 
 
 def run_binary(python, site, mode, env=None):
+    # cwd: not the repository, whose torch_dlpack_bridge (built for this torch) would shadow PYTHONPATH's.
     res = subprocess.run([python, "-c", SCRIPT, site, mode], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, **(env or {})))
+                         env=dict(os.environ, **(env or {})), cwd=os.path.dirname(site))
     assert res.returncode == 0, f"{python} ({mode}) exit code {res.returncode}\n{res.stdout}\n{res.stderr}"
     line = [ln for ln in res.stdout.splitlines() if ln.startswith("REPORT ")][-1]
     return json.loads(line[len("REPORT "):])
