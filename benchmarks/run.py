@@ -107,6 +107,8 @@ def main() -> int:
     parser.add_argument("--out-dir", type=Path, default=HERE)
     parser.add_argument("--no-png", action="store_true")
     parser.add_argument("--no-minimal", action="store_true", help="skip the minimal-export yardstick")
+    parser.add_argument("--no-bindings", action="store_true",
+                        help="skip the binding flavours (benchmarks/bindings.py: builds pybind11/nanobind/torch modules)")
     args = parser.parse_args()
     start = time.monotonic()
 
@@ -140,6 +142,10 @@ def main() -> int:
     config = (f"`python benchmarks/run.py` (rounds {args.rounds}, scale {args.scale}, repeats {args.repeats}, "
               f"end-to-end rounds {args.e2e_rounds}); measured in {elapsed:.0f} s; {machine['build']}")
     text = INTRO + _bench.report(res, machine, config, extra, extra_targets)
+    if not args.no_bindings:
+        import bindings  # noqa: E402  (benchmarks/bindings.py)
+
+        text = text.rstrip("\n") + "\n\n" + bindings.section(bindings.SRC / "build")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "RESULTS.md").write_text(text)
     (args.out_dir / "results.json").write_text(json.dumps(_bench.to_json(res, machine, extra_targets), indent=1) + "\n")

@@ -1,6 +1,7 @@
 // A test extension of consumer.h (no torch include or link), built by tests/test_consumer_header.py.
 #include <new>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 #include "torch_dlpack_bridge/consumer.h"
 
@@ -125,6 +126,45 @@ PyObject* managed(PyObject*, PyObject* args) {
 
 PyObject* deleted(PyObject*, PyObject*) { return PyLong_FromLong(g_deleted); }
 
+// drop_on_thread(obj): exports obj, moves the owning handle to a new native thread and lets it go out of scope
+// there, without the GIL (the main thread waits with the GIL released). Returns the deleter calls seen.
+PyObject* drop_on_thread(PyObject*, PyObject* obj) {
+  return tdb::guard([&]() -> PyObject* {
+    tdb::ManagedTensor m = tdb::ManagedTensor::from_python(obj, "t");
+    count(m.get());
+    const long before = g_deleted;
+    bool started = true;
+    Py_BEGIN_ALLOW_THREADS
+    try {
+      std::thread([owned = std::move(m)]() mutable { tdb::ManagedTensor last = std::move(owned); }).join();
+    } catch (...) {
+      started = false;
+    }
+    Py_END_ALLOW_THREADS
+    if (!started) throw tdb::Error(PyExc_RuntimeError, "could not start a thread");
+    return PyLong_FromLong(g_deleted - before);
+  });
+}
+
+// managed_info(obj): flags, version and api pointer of an owning export (table or __dlpack__), then drops it.
+PyObject* managed_info(PyObject*, PyObject* obj) {
+  return tdb::guard([&]() -> PyObject* {
+    tdb::ManagedTensor m = tdb::ManagedTensor::from_python(obj, "t");
+    const DLTensor& t = m.dl();
+    return Py_BuildValue("{sKs(II)sNsNsN}", "flags", static_cast<unsigned long long>(m.flags()), "version",
+                         m.get()->version.major, m.get()->version.minor, "api", ptr(m.api()), "data",
+                         ptr(tdb::data_ptr<char>(t)), "strides", tuple(t.strides, t.ndim));
+  });
+}
+
+// view_alloc(obj): allocate_like() on a view of obj; refused for a producer without a table.
+PyObject* view_alloc(PyObject*, PyObject* obj) {
+  return tdb::guard([&]() -> PyObject* {
+    tdb::TensorView v(obj, "x");
+    return tdb::allocate_like(v).to_python();
+  });
+}
+
 // alloc(like, shape, (code, bits, lanes)) -> new tensor from like's producer
 PyObject* alloc(PyObject*, PyObject* args) {
   return tdb::guard([&]() -> PyObject* {
@@ -194,6 +234,8 @@ PyMethodDef methods[] = {
     {"make_table", make_table, METH_VARARGS, nullptr}, {"api_ptr", api_ptr, METH_VARARGS, nullptr},
     {"cached_types", cached_types, METH_NOARGS, nullptr}, {"view_info", view_info, METH_VARARGS, nullptr},
     {"managed", managed, METH_VARARGS, nullptr}, {"deleted", deleted, METH_NOARGS, nullptr},
+    {"drop_on_thread", drop_on_thread, METH_O, nullptr}, {"managed_info", managed_info, METH_O, nullptr},
+    {"view_alloc", view_alloc, METH_O, nullptr},
     {"alloc", alloc, METH_VARARGS, nullptr}, {"stream", stream, METH_VARARGS, nullptr},
     {"check", check, METH_VARARGS, nullptr}, {"names", names, METH_VARARGS, nullptr},
     {"raise_cpp", raise_cpp, METH_O, nullptr}, {nullptr, nullptr, 0, nullptr}};

@@ -355,3 +355,169 @@ def test_dtype_and_device_names(probe, dtype, device, names):
 def test_guard_converts_cpp_exceptions(probe, kind, exc, msg):
     with pytest.raises(exc, match=msg):
         probe.raise_cpp(kind)
+
+
+# ----------------------------------------------------------------------------- threads
+
+
+def _run_probe_script(probe, body):
+    """Runs `body` in a fresh interpreter that imports torch, the bridge and the probe; returns the result."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(probe.__file__)!r})
+        import numpy, torch, torch_dlpack_bridge, tdb_probe
+    """) + textwrap.dedent(body)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("make", ["torch.ones(3)", "numpy.ones(3)"])
+def test_managed_tensor_dropped_on_a_thread_without_the_gil(probe, make):
+    # A DLPack deleter may run on any thread: dropping the owning handle there must not touch the Python
+    # error indicator (which needs the GIL). In a subprocess, because the defect was a segfault.
+    res = _run_probe_script(probe, f"""
+        x = {make}
+        refs = sys.getrefcount(x)
+        print(tdb_probe.drop_on_thread(x), sys.getrefcount(x) - refs)
+    """)
+    assert res.returncode == 0, f"exit code {res.returncode}\n{res.stdout}{res.stderr}"
+    assert res.stdout.split() == ["1", "0"]  # the deleter ran once, and let go of the producer's object
+
+
+# ----------------------------------------------------------------------------- __dlpack__ fallback (NumPy)
+
+np = pytest.importorskip("numpy")
+from producers import LegacyOnly, Recording  # noqa: E402
+
+
+NUMPY_CASES = {
+    "contiguous": lambda: np.arange(12, dtype=np.float32).reshape(3, 4),
+    "transposed": lambda: np.arange(12, dtype=np.float32).reshape(3, 4).T,
+    "sliced": lambda: np.arange(24, dtype=np.float32).reshape(4, 6)[1:, ::2],
+    "scalar": lambda: np.array(2.5, dtype=np.float32),
+    "int8": lambda: np.ones(5, dtype=np.int8),
+    "float64": lambda: np.ones((2, 2)),
+}
+
+
+@pytest.mark.parametrize("case", list(NUMPY_CASES))
+@pytest.mark.parametrize("wrap", [lambda a: a, LegacyOnly], ids=["versioned", "legacy"])
+def test_numpy_view_through_dlpack_protocol(probe, case, wrap):
+    a = NUMPY_CASES[case]()
+    producer = wrap(a)
+    before = sys.getrefcount(a)
+    info = probe.view_info(producer)
+    assert sys.getrefcount(a) == before  # the export (and its hold on the array) ended with the view
+    expected = torch.from_numpy(a)  # the same memory, described by torch as the oracle
+    assert info["data"] == a.ctypes.data and info["shape"] == a.shape and info["strides"] == expected.stride()
+    assert info["ndim"] == a.ndim and info["device"] == (1, 0) and info["contiguous"] == expected.is_contiguous()
+    assert info["dtype_name"] == str(a.dtype)
+
+
+def test_protocol_export_keeps_array_alive_and_reports_flags(probe):
+    a = np.arange(4, dtype=np.float32)
+    info = probe.managed_info(a)
+    assert info["api"] == 0 and info["version"] == (1, 3) and info["data"] == a.ctypes.data
+    assert info["flags"] & 1 == 0  # writable
+    a.flags.writeable = False
+    assert probe.managed_info(a)["flags"] & 1 == 1  # READ_ONLY comes through from the versioned capsule
+    with pytest.raises(ValueError, match="argument 'x': is read-only"):
+        probe.check("writable", a, None)
+    weak_check = np.ones(3)
+    refs = sys.getrefcount(weak_check)
+    for _ in range(100):
+        probe.managed_info(weak_check)
+        probe.view_info(LegacyOnly(weak_check))
+    assert sys.getrefcount(weak_check) == refs  # nothing leaked
+
+
+@pytest.mark.parametrize("device,stream", [((1, 0), None), ((2, 0), 1), ((13, 1), 1), ((10, 0), 0), ((14, 0), None)])
+def test_protocol_arguments_follow_the_spec(probe, device, stream):
+    producer = Recording(np.ones(3, dtype=np.float32), device=device)
+    probe.view_info(producer)
+    expected = {"max_version": (1, 3), "copy": False}
+    if stream is not None:
+        expected["stream"] = stream  # CUDA: the legacy default stream (1); ROCm: the default stream (0)
+    assert producer.calls == [expected]
+
+
+def test_protocol_legacy_retry_after_type_error(probe):
+    producer = LegacyOnly(np.ones(2))
+    calls = []
+    original = producer.__dlpack__
+    producer.__dlpack__ = lambda *args, **kwargs: (calls.append(kwargs), original(*args, **kwargs))[1]
+    probe.view_info(producer)
+    assert calls == [{"max_version": (1, 3), "copy": False}, {}]  # the first one raised TypeError
+
+
+def _capsule_pointer(capsule, name):
+    return capsule_address(capsule, name)
+
+
+def test_protocol_null_strides_mean_row_major(probe):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    capsule = a.__dlpack__()  # legacy DLManagedTensor: DLTensor first, strides at offset 32
+    ctypes.c_void_p.from_address(_capsule_pointer(capsule, b"dltensor") + 32).value = None
+    info = probe.view_info(Recording(a, result=capsule))
+    assert info["strides"] == (3, 1) and info["shape"] == (2, 3)
+
+
+def test_protocol_refuses_other_major_version_after_calling_its_deleter(probe):
+    a = np.ones(3, dtype=np.float32)
+    refs = sys.getrefcount(a)
+    capsule = a.__dlpack__(max_version=(1, 0))
+    ctypes.c_uint32.from_address(_capsule_pointer(capsule, b"dltensor_versioned")).value = 2
+    with pytest.raises(BufferError, match="argument 't': DLPack tensor of major version 2"):
+        probe.view_info(Recording(a, result=capsule))
+    del capsule
+    assert sys.getrefcount(a) == refs  # the producer's deleter ran (NumPy's releases the array)
+
+
+@pytest.mark.parametrize("result,msg", [("not a capsule", "returned 'str'"),
+                                        (ctypes.pythonapi, "returned 'PyDLL'")])
+def test_protocol_refuses_non_capsules(probe, result, msg):
+    with pytest.raises(BufferError, match=f"argument 't': __dlpack__\\(\\) {msg}"):
+        probe.view_info(Recording(np.ones(1), result=result))
+
+
+def test_protocol_producer_error_names_argument(probe):
+    class Refusing:
+        def __dlpack__(self, **kwargs):
+            raise BufferError("cannot export this")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(BufferError, match="argument 't': cannot export this") as info:
+        probe.view_info(Refusing())
+    assert isinstance(info.value.__cause__, BufferError)
+
+
+def test_protocol_bad_device_is_buffer_error(probe):
+    with pytest.raises(BufferError, match=r"__dlpack_device__\(\) did not return"):
+        probe.view_info(Recording(np.ones(1), device="cpu"))
+
+
+def test_protocol_object_without_dlpack_is_type_error(probe):
+    with pytest.raises(TypeError, match=r"argument 't': expected a tensor, got 'list' .*no __dlpack__ method"):
+        probe.view_info([1.0])
+
+
+def test_protocol_tensors_cannot_allocate_or_return(probe):
+    with pytest.raises(TypeError, match="argument 'x': its producer has no DLPack exchange table"):
+        probe.view_alloc(np.ones(2, dtype=np.float32))
+    assert probe.view_alloc(torch.ones(2)).shape == (2,)  # a producer with a table can
+
+
+def test_table_path_never_calls_dlpack(probe):
+    # The fast path stays the fast path: a type with a table is never asked for __dlpack__.
+    class Spy(torch.Tensor):
+        calls = 0
+
+        def __dlpack__(self, *args, **kwargs):
+            Spy.calls += 1
+            return super().__dlpack__(*args, **kwargs)
+
+    t = torch.arange(3.0).as_subclass(Spy)
+    probe.view_info(t)
+    probe.managed_info(t)
+    assert Spy.calls == 0

@@ -14,17 +14,11 @@ import weakref
 import pytest
 import torch
 
+from example_packages import import_from
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "axpy_kernels")
 INCLUDE = os.path.join(REPO, "torch_dlpack_bridge", "include")
-
-
-def _import_from(directory, name):
-    sys.path.insert(0, directory)
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(directory)
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +34,7 @@ def ak(example_dir):
     env = dict(os.environ, TDB_INCLUDE=INCLUDE)
     res = subprocess.run(cmd, cwd=example_dir, env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
-    return _import_from(str(example_dir / "lib"), "axpy_kernels")
+    return import_from(str(example_dir / "lib"), "axpy_kernels")
 
 
 @pytest.fixture(scope="session")
@@ -215,7 +209,7 @@ def test_errors_name_the_argument(ak, fn, args, exc, msg):
 def test_cuda_example_compiles_with_nvcc(cuda_build):
     res, out = cuda_build
     assert res.returncode == 0, res.stdout + res.stderr
-    mod = _import_from(str(out), "axpy_cuda")  # links statically against cudart: importable without a GPU
+    mod = import_from(str(out), "axpy_cuda")  # links statically against cudart: importable without a GPU
     with pytest.raises(ValueError, match="argument 'x': expected a cuda tensor, got cpu"):
         mod.axpy_(1.0, torch.ones(3), torch.ones(3))
     with pytest.raises(ValueError, match="argument 'y': expected a cuda tensor, got cpu"):

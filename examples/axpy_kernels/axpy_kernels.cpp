@@ -6,8 +6,6 @@
 //                     x may be y itself; x must not otherwise overlap y.
 //   scaled_copy(a, x) a new contiguous float32 tensor a*x, any shape and strides of x, allocated by
 //                     x's producer (a torch.Tensor for a torch.Tensor x).
-#include <vector>
-
 #include "torch_dlpack_bridge/consumer.h"
 
 namespace {
@@ -27,23 +25,6 @@ void check_nargs(const char* fn, Py_ssize_t nargs, Py_ssize_t want) {
   if (nargs != want)
     throw tdb::Error(PyExc_TypeError, std::string(fn) + "() takes " + std::to_string(want) + " arguments (" +
                                           std::to_string(nargs) + " given)");
-}
-
-// Calls f(i, offset) for every element of t in row-major order: i counts elements, offset is in elements.
-template <class F>
-void for_each_offset(const DLTensor& t, F f) {
-  const int64_t n = tdb::numel(t);
-  std::vector<int64_t> index(t.ndim, 0);
-  int64_t offset = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    f(i, offset);
-    for (int32_t d = t.ndim - 1; d >= 0; --d) {  // odometer step
-      offset += t.strides[d];
-      if (++index[d] < t.shape[d]) break;
-      offset -= t.strides[d] * t.shape[d];
-      index[d] = 0;
-    }
-  }
 }
 
 PyObject* axpy_(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -79,7 +60,7 @@ PyObject* scaled_copy(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     tdb::ManagedTensor out = tdb::allocate_like(x);  // owned here until to_python()
     const float* xp = x.data<float>();
     float* op = tdb::data_ptr<float>(out.dl());
-    for_each_offset(x.dl(), [&](int64_t i, int64_t off) { op[i] = a * xp[off]; });
+    tdb::for_each_offset(x.dl(), [&](int64_t i, int64_t off) { op[i] = a * xp[off]; });
     return out.to_python();  // ownership goes to the new Python tensor
   });
 }

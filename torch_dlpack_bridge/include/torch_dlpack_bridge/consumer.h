@@ -17,8 +17,15 @@
  *     });
  *   }
  *
+ * Producers: a tensor whose type publishes an exchange table (`__dlpack_c_exchange_api__`) is taken
+ * through the table (tens of nanoseconds). Any other object with a `__dlpack__` method (NumPy, JAX, CuPy,
+ * older libraries) is taken through the standard Python protocol instead (microseconds): the view then
+ * owns the exported tensor, which keeps the producer's data alive for as long as the view.
+ *
  * Threads: every function here must be called with the GIL held (the exchange table requires it, and
- * the per-type table cache relies on it; free-threaded CPython builds are not supported).
+ * the per-type table cache relies on it; free-threaded CPython builds are not supported). The one
+ * exception: a `tdb::ManagedTensor` may be destroyed (or reset()) on any thread, with or without the GIL,
+ * as DLPack deleters may run anywhere.
  */
 #ifndef TORCH_DLPACK_BRIDGE_CONSUMER_H_
 #define TORCH_DLPACK_BRIDGE_CONSUMER_H_
@@ -246,6 +253,27 @@ inline bool is_contiguous(const DLTensor& t) {
   return true;
 }
 
+/*!
+ * \brief Calls `f(i, offset)` for every element of `t` in row-major order: `i` counts elements from 0,
+ * `offset` is the element's distance from the first element, in elements (strides may be negative or 0).
+ * Allocates one index vector when ndim > 0 (std::bad_alloc on failure).
+ */
+template <class F>
+void for_each_offset(const DLTensor& t, F&& f) {
+  const int64_t n = numel(t);
+  std::vector<int64_t> index(t.ndim > 0 ? t.ndim : 0, 0);
+  int64_t offset = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, offset);
+    for (int32_t d = t.ndim - 1; d >= 0; --d) {  // odometer step
+      offset += t.strides[d];
+      if (++index[d] < t.shape[d]) break;
+      offset -= t.strides[d] * t.shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
 /*! \brief Typed pointer to the first element (data + byte_offset). The memory belongs to the producer. */
 template <class T>
 T* data_ptr(const DLTensor& t) {
@@ -366,6 +394,186 @@ inline const DLPackExchangeAPI* exchange_api(PyObject* obj, const char* name = "
   return api;
 }
 
+/*!
+ * \brief True when `obj` (borrowed) can be taken as a tensor: its type publishes an exchange table, or it
+ * has a `__dlpack__` method. Never throws and leaves no Python exception set (binding libraries' type
+ * casters use it to decide between "not a tensor: try the next overload" and "a tensor: export it").
+ */
+inline bool is_dlpack_tensor(PyObject* obj) noexcept {
+  try {
+    if (find_exchange_api(Py_TYPE(obj))) return true;
+  } catch (...) {  // std::bad_alloc building a message: fall through to the cheaper question
+  }
+  const int has = PyObject_HasAttrString(obj, "__dlpack__");  // clears any error of the lookup
+  return has == 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The standard Python protocol (__dlpack__), for producers without an exchange table
+// ---------------------------------------------------------------------------------------------
+
+namespace detail {
+
+/*!
+ * \brief What a tensor taken through `__dlpack__` is handed out as: a versioned tensor of our own that owns
+ * the producer's (versioned or legacy) tensor. One heap object; its deleter calls the producer's deleter
+ * (which takes the GIL itself if it needs it, as DLPack requires) and frees the wrapper, on any thread.
+ */
+struct ProtocolTensor {
+  DLManagedTensorVersioned self{};     // what ManagedTensor holds; self.manager_ctx points back here
+  DLManagedTensorVersioned* versioned = nullptr;  // the producer's tensor: exactly one of these two is set
+  DLManagedTensor* legacy = nullptr;
+  std::vector<int64_t> strides;        // row-major strides, filled only when the producer gave NULL strides
+
+  static void deleter(DLManagedTensorVersioned* self) {
+    ProtocolTensor* w = static_cast<ProtocolTensor*>(self->manager_ctx);
+    if (w->versioned && w->versioned->deleter) w->versioned->deleter(w->versioned);
+    if (w->legacy && w->legacy->deleter) w->legacy->deleter(w->legacy);
+    delete w;
+  }
+};
+
+/*! \brief `obj.__dlpack_device__()` as a DLDevice; (kDLCPU, 0) when the object has no such method. */
+inline DLDevice protocol_device(PyObject* obj, const char* name) {
+  PyObject* result = PyObject_CallMethod(obj, "__dlpack_device__", nullptr);
+  if (!result) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw_pending(name);
+    PyErr_Clear();
+    return DLDevice{kDLCPU, 0};
+  }
+  int type = 0, id = 0;
+  const bool ok = PyTuple_Check(result) && PyArg_ParseTuple(result, "ii", &type, &id);
+  Py_DECREF(result);
+  if (!ok) {
+    PyErr_Clear();
+    throw Error(PyExc_BufferError, arg(name) + "__dlpack_device__() did not return a (device_type, device_id) pair");
+  }
+  return DLDevice{static_cast<DLDeviceType>(type), id};
+}
+
+/*!
+ * \brief The `stream` argument for `__dlpack__` on `device`, as a new reference, or NULL for None. The
+ * Python spec defines streams for CUDA and ROCm only (CPU and the rest must get None). We ask for the
+ * default stream (CUDA: 1, the legacy default stream; ROCm: 0): a consumer without an exchange table
+ * has no producer to ask for its current stream, and tdb::current_stream() gives NULL (the default
+ * stream) for such tensors, so kernels launched there are ordered after the producer's work.
+ */
+inline PyObject* protocol_stream(DLDevice device) {
+  switch (device.device_type) {
+    case kDLCUDA:
+    case kDLCUDAManaged: return PyLong_FromLong(1);
+    case kDLROCM: return PyLong_FromLong(0);
+    default: return nullptr;
+  }
+}
+
+/*! \brief Calls `method(**kwargs)`; kwargs holds `stream` (if not NULL) and, when `versioned`, max_version and copy. */
+inline PyObject* call_dlpack(PyObject* method, PyObject* stream, bool versioned) {
+  PyObject* kwargs = PyDict_New();
+  PyObject* args = PyTuple_New(0);
+  PyObject* result = nullptr;
+  bool ok = kwargs && args && (!stream || PyDict_SetItemString(kwargs, "stream", stream) == 0);
+  if (ok && versioned) {
+    PyObject* max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+    // copy=False: a kernel may write through the view, so a silent copy would lose its results.
+    ok = max_version && PyDict_SetItemString(kwargs, "max_version", max_version) == 0 &&
+         PyDict_SetItemString(kwargs, "copy", Py_False) == 0;
+    Py_XDECREF(max_version);
+  }
+  if (ok) result = PyObject_Call(method, args, kwargs);
+  Py_XDECREF(args);
+  Py_XDECREF(kwargs);
+  return result;
+}
+
+/*!
+ * \brief Exports `obj` through the standard protocol: `__dlpack_device__()`, then `__dlpack__(stream=...,
+ * max_version=(1, 3), copy=False)`, and if the producer does not take those arguments (TypeError), the
+ * legacy `__dlpack__(stream=...)`. Takes ownership of the capsule's tensor (renaming the capsule to
+ * "used_..." as the spec says) and returns it wrapped as a new ProtocolTensor's `self`: the caller owns it.
+ * Throws TypeError (naming `name`) when obj has no `__dlpack__`, BufferError for an unusable capsule
+ * or a tensor of another major version, and the producer's own error otherwise.
+ */
+inline DLManagedTensorVersioned* export_by_protocol(PyObject* obj, const char* name) {
+  PyObject* method = PyObject_GetAttrString(obj, "__dlpack__");
+  if (!method) {
+    PyErr_Clear();
+    std::string why;
+    read_table(Py_TYPE(obj), &why);
+    throw Error(PyExc_TypeError, arg(name) + "expected a tensor, got '" + Py_TYPE(obj)->tp_name + "' (its type " +
+                                     why + ", and no __dlpack__ method)");
+  }
+  DLDevice device{kDLCPU, 0};
+  PyObject* stream = nullptr;
+  PyObject* capsule = nullptr;
+  try {
+    device = protocol_device(obj, name);
+    stream = protocol_stream(device);
+    if (!stream && PyErr_Occurred()) throw_pending(name);
+    capsule = call_dlpack(method, stream, true);
+    if (!capsule && PyErr_ExceptionMatches(PyExc_TypeError)) {  // a producer older than max_version/copy
+      PyErr_Clear();
+      capsule = call_dlpack(method, stream, false);
+    }
+  } catch (...) {
+    Py_DECREF(method);
+    Py_XDECREF(stream);
+    throw;
+  }
+  Py_DECREF(method);
+  Py_XDECREF(stream);
+  if (!capsule) throw_pending(name);
+
+  // Take the tensor out of the capsule; from here on we own it (the renamed capsule will not free it).
+  DLManagedTensorVersioned* versioned = nullptr;
+  DLManagedTensor* legacy = nullptr;
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    versioned = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    if (versioned) PyCapsule_SetName(capsule, "used_dltensor_versioned");
+  } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+    legacy = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    if (legacy) PyCapsule_SetName(capsule, "used_dltensor");
+  }
+  const std::string what = PyCapsule_CheckExact(capsule) ? "a capsule not named 'dltensor_versioned' or 'dltensor'"
+                                                         : std::string("'") + Py_TYPE(capsule)->tp_name + "'";
+  Py_DECREF(capsule);
+  PyErr_Clear();
+  if (!versioned && !legacy)
+    throw Error(PyExc_BufferError, arg(name) + "__dlpack__() returned " + what + ", not a DLPack tensor");
+  if (versioned && versioned->version.major != DLPACK_MAJOR_VERSION) {
+    const uint32_t major = versioned->version.major;
+    if (versioned->deleter) versioned->deleter(versioned);  // the only thing DLPack allows us to touch
+    throw Error(PyExc_BufferError, arg(name) + "DLPack tensor of major version " + std::to_string(major) +
+                                       " is not supported (need " + std::to_string(DLPACK_MAJOR_VERSION) + ")");
+  }
+
+  ProtocolTensor* w = nullptr;
+  try {
+    w = new ProtocolTensor;
+    w->versioned = versioned;
+    w->legacy = legacy;
+    w->self.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    w->self.manager_ctx = w;
+    w->self.deleter = &ProtocolTensor::deleter;
+    w->self.flags = versioned ? versioned->flags : 0;
+    w->self.dl_tensor = versioned ? versioned->dl_tensor : legacy->dl_tensor;
+    DLTensor& t = w->self.dl_tensor;
+    if (t.ndim > 0 && t.shape && !t.strides) {  // NULL strides meant row-major before DLPack 1.2
+      w->strides.resize(t.ndim);
+      for (int64_t i = t.ndim - 1, s = 1; i >= 0; s *= t.shape[i], --i) w->strides[i] = s;
+      t.strides = w->strides.data();
+    }
+  } catch (...) {  // out of memory: give the producer's tensor back before reporting
+    delete w;
+    if (versioned && versioned->deleter) versioned->deleter(versioned);
+    if (legacy && legacy->deleter) legacy->deleter(legacy);
+    throw;
+  }
+  return &w->self;
+}
+
+}  // namespace detail
+
 // ---------------------------------------------------------------------------------------------
 // Owning handle
 // ---------------------------------------------------------------------------------------------
@@ -391,9 +599,17 @@ class ManagedTensor {
                                          " is not supported (need " + std::to_string(DLPACK_MAJOR_VERSION) + ")");
     }
   }
-  /*! \brief Exports `obj` through its type's table (managed_tensor_from_py_object_no_sync); owns the result. */
+  /*!
+   * \brief Exports `obj` (borrowed) and owns the result: through its type's table
+   * (managed_tensor_from_py_object_no_sync) when it has one, else through `obj.__dlpack__()` (then api()
+   * is nullptr). Throws TypeError naming `name` for an object that is neither, or the producer's error.
+   */
   static ManagedTensor from_python(PyObject* obj, const char* name = "tensor") {
-    const DLPackExchangeAPI* api = exchange_api(obj, name);
+    return from_python(obj, find_exchange_api(Py_TYPE(obj)), name);
+  }
+  /*! \brief from_python() with the table already looked up (`api` nullptr: use `__dlpack__`). */
+  static ManagedTensor from_python(PyObject* obj, const DLPackExchangeAPI* api, const char* name) {
+    if (!api) return ManagedTensor(detail::export_by_protocol(obj, name), nullptr);
     DLManagedTensorVersioned* out = nullptr;
     if (api->managed_tensor_from_py_object_no_sync(obj, &out) != 0) detail::throw_pending(name);
     return ManagedTensor(out, api);
@@ -412,12 +628,21 @@ class ManagedTensor {
   }
   ~ManagedTensor() { reset(); }
 
-  /*! \brief Calls the deleter now (if any tensor is held) and empties the handle. Safe with an exception set. */
+  /*!
+   * \brief Calls the deleter now (if any tensor is held) and empties the handle. Safe with a Python
+   * exception set, and safe on any thread with or without the GIL (also after interpreter shutdown):
+   * DLPack deleters take the GIL themselves when they need it.
+   */
   void reset() noexcept {
     DLManagedTensorVersioned* t = t_;
     t_ = nullptr;
-    if (t && t->deleter) {
-      detail::ErrorStash keep;  // the deleter may run Python code
+    if (!t || !t->deleter) return;
+    // Only a thread holding the GIL has a Python error indicator to protect from a deleter that runs
+    // Python code; touching it without the GIL (PyErr_Fetch) dereferences a NULL thread state.
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      detail::ErrorStash keep;
+      t->deleter(t);
+    } else {
       t->deleter(t);
     }
   }
@@ -433,6 +658,9 @@ class ManagedTensor {
    */
   PyObject* to_python() {
     if (!t_) throw Error(PyExc_ValueError, "ManagedTensor::to_python on an empty handle");
+    if (!api_)
+      throw Error(PyExc_TypeError, "cannot return a tensor taken through __dlpack__ to Python: its producer "
+                                   "has no DLPack exchange table (managed_tensor_to_py_object_no_sync)");
     void* out = nullptr;
     if (api_->managed_tensor_to_py_object_no_sync(release(), &out) != 0) throw Error::pending();
     return static_cast<PyObject*>(out);
@@ -443,7 +671,7 @@ class ManagedTensor {
   /*! \brief The held DLTensor; its shape/strides/data live until the deleter runs. Handle must be non-empty. */
   const DLTensor& dl() const { return t_->dl_tensor; }
   DLTensor& dl() { return t_->dl_tensor; }  // mutable overload
-  /*! \brief The producer's table (static) or nullptr. */
+  /*! \brief The producer's table (static), or nullptr (empty handle, or a tensor taken through __dlpack__). */
   const DLPackExchangeAPI* api() const { return api_; }
   /*! \brief DLPACK_FLAG_BITMASK_* flags of the held tensor. */
   uint64_t flags() const { return t_ ? t_->flags : 0; }
@@ -463,17 +691,18 @@ class ManagedTensor {
  * dltensor_from_py_object_no_sync: no allocation, no reference taken. It owns nothing and is valid only
  * while `obj` is alive and unchanged, i.e. during the extension call that received `obj` (do not keep it,
  * and do not release the GIL while other threads may resize the tensor). If the producer has no
- * dltensor_from_py_object_no_sync, the view holds a managed export instead (freed with the view).
+ * dltensor_from_py_object_no_sync, or no table at all (then `obj.__dlpack__()` is used), the view holds
+ * an owning export instead, freed with the view; it keeps the producer's data alive until then.
  * `name` (a string literal, borrowed) names the argument in every error message.
  */
 class TensorView {
  public:
   /*! \brief Describes `obj` (borrowed). Throws TypeError for a non-tensor, or the producer's error, named. */
-  TensorView(PyObject* obj, const char* name) : name_(name), api_(exchange_api(obj, name)) {
-    if (api_->dltensor_from_py_object_no_sync) {
+  TensorView(PyObject* obj, const char* name) : name_(name), api_(find_exchange_api(Py_TYPE(obj))) {
+    if (api_ && api_->dltensor_from_py_object_no_sync) {  // the fast path: no allocation, no reference
       if (api_->dltensor_from_py_object_no_sync(obj, &t_) != 0) detail::throw_pending(name);
     } else {
-      owned_ = ManagedTensor::from_python(obj, name);
+      owned_ = ManagedTensor::from_python(obj, api_, name);
       t_ = owned_.dl();
       read_only_ = (owned_.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
     }
@@ -482,12 +711,26 @@ class TensorView {
   }
   TensorView(const TensorView&) = delete;
   TensorView& operator=(const TensorView&) = delete;
+  /*! \brief Moves the view (and any owning export it holds); shape/strides stay where they were. */
+  TensorView(TensorView&&) noexcept = default;
+  TensorView& operator=(TensorView&&) = delete;
 
   /*! \brief The DLTensor (shape/strides/data owned by the producer or by this view). */
   const DLTensor& dl() const { return t_; }
   /*! \brief The argument name used in errors. */
   const char* name() const { return name_; }
-  /*! \brief The producer's table (static), e.g. for allocate() and current_stream(). */
+  /*!
+   * \brief Renames the argument for later error messages (`name` is borrowed: use a string literal).
+   * For views made by a binding library's type caster, which cannot know the parameter's name.
+   */
+  TensorView& set_name(const char* name) {
+    name_ = name;
+    return *this;
+  }
+  /*!
+   * \brief The producer's table (static), e.g. for allocate() and current_stream(); nullptr for a tensor
+   * taken through `__dlpack__` (its producer publishes no table).
+   */
   const DLPackExchangeAPI* api() const { return api_; }
   /*! \brief Shortcuts into dl(): borrowed values, valid as long as the view. */
   int32_t ndim() const { return t_.ndim; }
@@ -519,11 +762,13 @@ class TensorView {
 
 /*!
  * \brief The producer's current work stream for `device` (cudaStream_t, hipStream_t, ...; not owned,
- * may be NULL for a default stream). Returns NULL for kDLCPU without asking the producer. Launch kernels
+ * may be NULL for a default stream). Returns NULL for kDLCPU without asking the producer, and NULL (the
+ * default stream, which `__dlpack__` was asked to order the data for) when `api` is nullptr. Launch kernels
  * on it to stay ordered with the producer's work. Throws the producer's error on failure.
  */
 inline void* current_stream(const DLPackExchangeAPI* api, DLDevice device) {
-  if (device.device_type == kDLCPU) return nullptr;
+  // No table (a tensor taken through __dlpack__): the producer was asked for the default stream.
+  if (device.device_type == kDLCPU || !api) return nullptr;
   void* stream = nullptr;
   if (api->current_work_stream(device.device_type, device.device_id, &stream) != 0) throw Error::pending();
   return stream;
@@ -558,6 +803,7 @@ inline PyObject* exception_class(const std::string& kind) {
  */
 inline ManagedTensor allocate(const DLPackExchangeAPI* api, int32_t ndim, const int64_t* shape, DLDataType dtype,
                               DLDevice device) {
+  if (!api) throw Error(PyExc_TypeError, "tdb::allocate: no producer table to allocate with");
   std::vector<int64_t> strides(ndim > 0 ? ndim : 0);
   for (int64_t i = ndim - 1, s = 1; i >= 0; s *= shape[i], --i) strides[i] = s;
   DLTensor proto{nullptr, device, ndim, dtype, const_cast<int64_t*>(shape), strides.data(), 0};
@@ -583,6 +829,9 @@ inline ManagedTensor allocate(const DLPackExchangeAPI* api, std::initializer_lis
 }
 /*! \brief allocate() a contiguous tensor with the shape, dtype and device of `like`, from its producer. */
 inline ManagedTensor allocate_like(const TensorView& like) {
+  if (!like.api())
+    throw Error(PyExc_TypeError, detail::arg(like.name()) + "its producer has no DLPack exchange table "
+                                 "(it was taken through __dlpack__), so it cannot allocate a tensor like it");
   return allocate(like.api(), like.ndim(), like.shape(), like.dtype(), like.device());
 }
 

@@ -1,0 +1,185 @@
+#!/usr/bin/env python
+"""Per-call cost of taking tensors in a C++ function, by binding flavour (issue 12), in one process.
+
+    python benchmarks/bindings.py            # builds the modules once (CMake + torch.utils.cpp_extension,
+                                             # about 2-3 minutes on 2 cores), then measures for ~30 s
+    python benchmarks/bindings.py --write    # also puts the section into benchmarks/RESULTS.md
+
+Contenders, each a function f0(), f1(x), f3(x, y, z) that reads every tensor's data pointer:
+raw consumer.h (METH_FASTCALL, tdb::TensorView), the pybind11 caster (torch_dlpack_bridge/pybind11.h),
+the nanobind caster (nanobind.h), a pybind11 torch extension taking torch::Tensor, nanobind's nb::ndarray<>
+(which goes through __dlpack__), and tvm-ffi's testing.nop (converts each argument through the exchange
+table; reads nothing). benchmarks/run.py includes this section in RESULTS.md too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+import timeit
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE / "bindings"
+START, END = "<!-- bindings:start -->", "<!-- bindings:end -->"
+
+import torch  # noqa: E402
+
+import torch_dlpack_bridge  # noqa: E402  (publishes this project's table before tvm-ffi caches one)
+from torch_dlpack_bridge import _probe  # noqa: E402
+
+
+def _cmake_dir(module: str, flag: str) -> str:
+    return subprocess.run([sys.executable, "-m", module, flag], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def build(build_dir: Path) -> Dict[str, object]:
+    """Builds (or reuses) the CMake modules and the torch extension; returns the imported modules."""
+    configure = ["cmake", "-S", str(SRC), "-B", str(build_dir), f"-DPython_EXECUTABLE={sys.executable}",
+                 f"-Dpybind11_DIR={_cmake_dir('pybind11', '--cmakedir')}",
+                 f"-Dnanobind_DIR={_cmake_dir('nanobind', '--cmake_dir')}",
+                 f"-Dtorch_dlpack_bridge_DIR={torch_dlpack_bridge.get_cmake_dir()}"]
+    for cmd in (configure, ["cmake", "--build", str(build_dir), "-j", os.environ.get("MAX_JOBS", "1")]):
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{res.stdout}\n{res.stderr}")
+    sys.path.insert(0, str(build_dir))
+    import bench_nanobind
+    import bench_pybind11
+    import bench_raw
+
+    from torch.utils.cpp_extension import load
+    torch_ext = load(name="tdb_bench_torch_ext", sources=[str(SRC / "bench_torch_ext.cpp")], extra_cflags=["-O3"])
+    return {"raw": bench_raw, "pybind11": bench_pybind11, "nanobind": bench_nanobind, "torch_ext": torch_ext}
+
+
+def contenders(mods) -> Dict[str, Tuple[Callable, Callable, Callable]]:
+    """name -> (f0, f1, f3)."""
+    out = {
+        "raw consumer.h (METH_FASTCALL)": (mods["raw"].f0, mods["raw"].f1, mods["raw"].f3),
+        "pybind11 caster (tdb::TensorView)": (mods["pybind11"].f0, mods["pybind11"].f1, mods["pybind11"].f3),
+        "nanobind caster (tdb::TensorView)": (mods["nanobind"].f0, mods["nanobind"].f1, mods["nanobind"].f3),
+        "pybind11 torch extension (torch::Tensor)": (mods["torch_ext"].f0, mods["torch_ext"].f1, mods["torch_ext"].f3),
+        "nanobind nb::ndarray<>": (mods["nanobind"].f0, mods["nanobind"].nd1, mods["nanobind"].nd3),
+    }
+    try:
+        import tvm_ffi
+
+        nop = tvm_ffi.get_global_func("testing.nop")
+        out["tvm-ffi testing.nop (reads nothing)"] = (nop, nop, nop)
+    except Exception as e:  # not installed: reported, not fatal
+        print(f"tvm-ffi not measured: {e}", file=sys.stderr)
+    return out
+
+
+def measure(mods, rounds: int, calls: int) -> Dict[str, Dict[str, List[float]]]:
+    """ns per call for each contender and arity, one list entry per round; rounds rotate the order."""
+    x, y, z = torch.ones(4), torch.ones(4), torch.ones(4)
+    table = contenders(mods)
+    names = list(table)
+    data: Dict[str, Dict[str, List[float]]] = {n: {"0": [], "1": [], "3": []} for n in names}
+    data["_view_loop"], data["_dltensor"] = {"1": []}, {"1": []}
+    api = torch_dlpack_bridge.exchange_api()
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            f0, f1, f3 = table[name]
+            for arity, stmt, f in (("0", "f()", f0), ("1", "f(x)", f1), ("3", "f(x, y, z)", f3)):
+                t = timeit.timeit(stmt, number=calls, globals={"f": f, "x": x, "y": y, "z": z})
+                data[name][arity].append(t / calls * 1e9)
+        # The per-tensor costs timed in C: a tdb::TensorView, and the table function it calls.
+        data["_view_loop"]["1"].append(mods["raw"].view_loop(x, calls))
+        data["_dltensor"]["1"].append(_probe.time(api, "dltensor", x, calls, 1))
+    return data
+
+
+def per_tensor(d: Dict[str, List[float]]) -> List[float]:
+    """Per-round cost of one tensor argument: (3-argument call - empty call) / 3."""
+    return [(t3 - t0) / 3 for t0, t3 in zip(d["0"], d["3"])]
+
+
+def ratio(a: List[float], b: List[float]) -> float:
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
+def report(data, rounds: int, calls: int, elapsed: float) -> str:
+    names = [n for n in data if not n.startswith("_")]
+    raw, pb, nb = names[0], names[1], names[2]
+    ext, nd = names[3], names[4]
+    lines = [START, "## Binding flavours: per-call cost of taking tensors (benchmarks/bindings.py)", "",
+             f"torch {torch.__version__}, Python {sys.version.split()[0]}, this project's table published; "
+             f"every tensor float32 CPU (4,); each function reads every data pointer. Best of {rounds} rounds x "
+             f"{calls} calls (timeit, same process, contenders in rotating order); ratios are medians of per-round "
+             f"ratios. Measured in {elapsed:.0f} s; load average at the end {os.getloadavg()[0]:.1f} on "
+             f"{os.cpu_count()} CPUs (a shared machine: ratios, not absolute numbers, are what to compare).", "",
+             "| contender | empty call ns | 1 tensor ns | 3 tensors ns | per tensor ns ((3 - empty) / 3) |",
+             "|---|---:|---:|---:|---:|"]
+    for n in names:
+        d = data[n]
+        lines.append(f"| {n} | {min(d['0']):.0f} | {min(d['1']):.0f} | {min(d['3']):.0f} | "
+                     f"{min(per_tensor(d)):.1f} |")
+    view, dlt = data["_view_loop"]["1"], data["_dltensor"]["1"]
+    lines += ["", f"Timed in C: one `tdb::TensorView` {min(view):.1f} ns; this project's "
+                  f"`dltensor_from_py_object_no_sync` alone {min(dlt):.1f} ns.", "", "### Targets (issue 12)", "",
+              "| target | measured | met |", "|---|---:|---|"]
+
+    def row(text, value, ok):
+        lines.append(f"| {text} | {value} | {'yes' if ok else '**no**'} |")
+
+    r = ratio(per_tensor(data[pb]), per_tensor(data[ext]))
+    row("pybind11 caster per tensor <= 0.5 x torch::Tensor per tensor", f"{r:.2f}x", r <= 0.5)
+    for arity in ("1", "3"):
+        r = ratio(data[nb][arity], data[nd][arity])
+        row(f"nanobind caster beats nb::ndarray ({arity} tensor{'s' if arity == '3' else ''}, per call)",
+            f"{r:.2f}x", r < 1.0)
+    r = ratio(view, dlt)
+    row("raw consumer.h per tensor (tdb::TensorView, C loop) <= 1.5 x dltensor_from_py_object_no_sync", f"{r:.2f}x",
+        r <= 1.5)
+    r2 = ratio(per_tensor(data[raw]), dlt)
+    row("(same, from Python: raw (3 - empty) / 3 against dltensor_from_py_object_no_sync; includes CPython's "
+        "per-argument call cost)", f"{r2:.2f}x", r2 <= 1.5)
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def section(build_dir: Path, rounds: int = 7, calls: int = 200000) -> str:
+    """Builds, measures and returns the markdown section (used by benchmarks/run.py too)."""
+    torch_dlpack_bridge.install(prefer="bridge")  # the table this section is about, whatever ran before
+    mods = build(build_dir)
+    start = time.monotonic()
+    data = measure(mods, rounds, calls)
+    return report(data, rounds, calls, time.monotonic() - start)
+
+
+def write_into(results: Path, text: str) -> None:
+    """Replaces the bindings section of RESULTS.md (or appends it)."""
+    old = results.read_text() if results.exists() else ""
+    if START in old and END in old:
+        new = old[:old.index(START)] + text.rstrip("\n") + old[old.index(END) + len(END):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    results.write_text(new)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=200000, help="calls per timeit run")
+    parser.add_argument("--build-dir", type=Path, default=SRC / "build")
+    parser.add_argument("--write", action="store_true", help="put the section into benchmarks/RESULTS.md")
+    args = parser.parse_args()
+    text = section(args.build_dir, args.rounds, args.calls)
+    print(text)
+    if args.write:
+        write_into(HERE / "RESULTS.md", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

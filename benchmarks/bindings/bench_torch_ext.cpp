@@ -1,0 +1,19 @@
+// bench_torch_ext: a pybind11 torch extension taking torch::Tensor (what most kernel authors write),
+// compiled by torch.utils.cpp_extension.load for benchmarks/bindings.py. f0(), f1(x), f3(x, y, z) read
+// each data pointer.
+#include <torch/extension.h>
+
+#include <cstdint>
+
+namespace {
+volatile uintptr_t g_sink;
+uintptr_t addr(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); }
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("f0", []() {});
+  m.def("f1", [](const torch::Tensor& x) { g_sink = addr(x); });
+  m.def("f3", [](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z) {
+    g_sink = addr(x) + addr(y) + addr(z);
+  });
+}

@@ -1,0 +1,218 @@
+"""The pybind11 and nanobind flavours of the axpy example (examples/axpy_pybind11, examples/axpy_nanobind),
+each built once per session with its own `pip install`, tested with torch tensors and NumPy arrays.
+
+They bind the same three functions through torch_dlpack_bridge/pybind11.h and nanobind.h (type casters for
+tdb::TensorView and tdb::ManagedTensor); the nanobind one is built with CMake through scikit-build-core,
+finding the headers with find_package(torch_dlpack_bridge CONFIG).
+"""
+import gc
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import weakref
+
+import numpy as np
+import pytest
+import torch
+
+import torch_dlpack_bridge
+from example_packages import EXAMPLES, import_from, pip_install
+from producers import LegacyOnly
+
+FLAVOURS = {"pybind11": "axpy_pybind11", "nanobind": "axpy_nanobind"}
+
+
+@pytest.fixture(scope="session", params=list(FLAVOURS))
+def ext(request, tmp_path_factory):
+    name = FLAVOURS[request.param]
+    site = pip_install(name, tmp_path_factory.mktemp(name))
+    return import_from(site, name)
+
+
+# ----------------------------------------------------------------------------- axpy_ (TensorView arguments)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 1000])
+@pytest.mark.parametrize("a", [0.0, -2.5, 3])
+def test_axpy_matches_torch(ext, n, a):
+    g = torch.Generator().manual_seed(n)
+    x, y = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    expected = y + a * x
+    assert ext.axpy_(a, x, y) is None
+    torch.testing.assert_close(y, expected)
+
+
+@pytest.mark.parametrize("make_x", [lambda b: b[::3], lambda b: b[:6].flip(0), lambda b: b[5:6].expand(6),
+                                    lambda b: b.reshape(6, 3)[:, 1]], ids=["step", "negative", "zero", "column"])
+def test_axpy_strided_torch_x(ext, make_x):
+    x, y = make_x(torch.randn(18)), torch.randn(6)
+    expected = y + 0.5 * x
+    ext.axpy_(0.5, x, y)
+    torch.testing.assert_close(y, expected)
+
+
+def test_axpy_writes_only_the_view_and_accepts_subclasses(ext):
+    class Sub(torch.Tensor):
+        pass
+
+    big = torch.zeros(10)
+    ext.axpy_(1.0, torch.nn.Parameter(torch.ones(4)), big[3:7].as_subclass(Sub))
+    assert big.tolist() == [0, 0, 0, 1, 1, 1, 1, 0, 0, 0]
+    y = torch.arange(3.0)
+    ext.axpy_(2.0, y, y)  # x may be y
+    assert y.tolist() == [0.0, 3.0, 6.0]
+
+
+@pytest.mark.parametrize("make_x", [lambda b: b[:5], lambda b: b[::2], lambda b: b[9::-2]],
+                         ids=["contiguous", "step", "negative"])
+@pytest.mark.parametrize("wrap", [lambda a: a, LegacyOnly], ids=["numpy", "legacy_producer"])
+def test_axpy_numpy_arrays(ext, make_x, wrap):
+    x = make_x(np.arange(10, dtype=np.float32))
+    y = np.ones(5, dtype=np.float32)
+    expected = y + 2.0 * x
+    refs = sys.getrefcount(x), sys.getrefcount(y)
+    ext.axpy_(2.0, wrap(x), wrap(y))
+    np.testing.assert_allclose(y, expected)
+    assert (sys.getrefcount(x), sys.getrefcount(y)) == refs  # the exports ended with the call
+
+
+def test_axpy_mixes_producers(ext):
+    x, y = torch.arange(4.0), np.zeros(4, dtype=np.float32)
+    ext.axpy_(1.0, x, y)
+    assert y.tolist() == [0.0, 1.0, 2.0, 3.0]
+    ext.axpy_(1.0, y, x)
+    assert x.tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+# ----------------------------------------------------------------------------- scaled_copy (ManagedTensor result)
+
+
+@pytest.mark.parametrize("make_x", [lambda: torch.randn(5), lambda: torch.tensor(2.5), lambda: torch.empty(0, 3),
+                                    lambda: torch.randn(2, 3, 4).permute(2, 0, 1), lambda: torch.randn(4, 6)[1:, ::2]],
+                         ids=["vector", "scalar", "empty", "permuted", "sliced"])
+def test_scaled_copy_returns_a_torch_tensor(ext, make_x):
+    x = make_x()
+    out = ext.scaled_copy(-1.5, x)
+    assert type(out) is torch.Tensor and out.dtype == torch.float32 and out.shape == x.shape and out.is_contiguous()
+    torch.testing.assert_close(out, -1.5 * x)
+
+
+def test_scaled_copy_result_is_owned_by_python(ext):
+    x = torch.arange(6.0)
+    refs = sys.getrefcount(x)
+    for _ in range(200):
+        ext.scaled_copy(3.0, x)
+    assert sys.getrefcount(x) == refs
+    out = ext.scaled_copy(2.0, x)
+    assert sys.getrefcount(out) == 2  # only `out` (and getrefcount's argument) refer to it
+    assert out.data_ptr() != x.data_ptr()
+    ref = weakref.ref(out)
+    del out
+    gc.collect()
+    assert ref() is None
+
+
+def test_scaled_copy_of_a_numpy_array_is_refused(ext):
+    # NumPy publishes no exchange table, so it has no allocator to make the result with.
+    with pytest.raises(TypeError, match="argument 'x': its producer has no DLPack exchange table"):
+        ext.scaled_copy(2.0, np.ones(3, dtype=np.float32))
+
+
+# ----------------------------------------------------------------------------- sum (ManagedTensor argument)
+
+
+@pytest.mark.parametrize("make_x", [lambda: torch.arange(10.0), lambda: torch.arange(24.0).reshape(4, 6)[:, ::2].t(),
+                                    lambda: np.arange(10, dtype=np.float32), lambda: LegacyOnly(np.ones((3, 3), np.float32)),
+                                    lambda: torch.tensor(4.0), lambda: np.arange(12, dtype=np.float32).reshape(3, 4)[::-1]],
+                         ids=["torch", "torch_strided", "numpy", "legacy", "scalar", "numpy_negative"])
+def test_sum_of_any_producer(ext, make_x):
+    x = make_x()
+    values = x.array if isinstance(x, LegacyOnly) else x
+    refs = sys.getrefcount(values)
+    assert ext.sum(x) == pytest.approx(float(np.asarray(values).sum()))
+    assert sys.getrefcount(values) == refs  # the owning export was dropped after the call
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("fn,args,exc,msg", [
+    ("axpy_", (1.0, torch.ones(3, dtype=torch.float64), torch.ones(3)), TypeError,
+     "^argument 'x': expected dtype float32, got float64$"),
+    ("axpy_", (1.0, torch.ones(3), np.ones(3, dtype=np.int32)), TypeError, "^argument 'y': expected dtype float32, got int32$"),
+    ("axpy_", (1.0, torch.ones(3, 1), torch.ones(3)), ValueError, r"^argument 'x': expected 1 dimension\(s\), got 2$"),
+    ("axpy_", (1.0, torch.ones(3), torch.ones(4)), ValueError, r"argument 'y': expected shape \[3\] \(the shape of 'x'\)"),
+    ("axpy_", (1.0, torch.ones(3), torch.ones(6)[::2]), ValueError, "^argument 'y': expected a contiguous tensor"),
+    ("axpy_", (1.0, torch.ones(3), "read_only"), ValueError, "^argument 'y': is read-only$"),
+    ("axpy_", (1.0, torch.ones(2, device="meta"), torch.ones(2)), BufferError, "^argument 'tensor': .*meta"),
+    ("sum", (torch.ones(2, dtype=torch.float16),), TypeError, "^argument 'x': expected dtype float32, got float16$"),
+    ("sum", (torch.ones(2, dtype=torch.complex64).conj(),), BufferError, "^argument 'tensor': "),
+    ("scaled_copy", (1.0, np.ones(2)), TypeError, "^argument 'x': expected dtype float32, got float64$"),
+])
+def test_errors_have_their_python_type(ext, fn, args, exc, msg):
+    args = tuple(np.ones(3, dtype=np.float32) if isinstance(a, str) else a for a in args)
+    for a in args:
+        if isinstance(a, np.ndarray) and a.shape == (3,) and a.dtype == np.float32:
+            a.flags.writeable = False
+    before = [np.array(a, copy=True) for a in args if isinstance(a, np.ndarray)]
+    with pytest.raises(exc, match=msg):
+        getattr(ext, fn)(*args)
+    after = [a for a in args if isinstance(a, np.ndarray)]
+    assert all(np.array_equal(b, a) for b, a in zip(before, after))  # nothing written on failure
+
+
+def test_producer_refusal_keeps_the_producers_exception_as_cause(ext):
+    with pytest.raises(BufferError) as info:
+        ext.sum(torch.ones(2, device="meta"))
+    assert isinstance(info.value.__cause__, BufferError)
+
+
+@pytest.mark.parametrize("bad", [[1.0, 2.0], None, 3.0, "tensor"])
+def test_non_tensor_gives_the_signature_type_error(ext, bad):
+    with pytest.raises(TypeError, match=r"incompatible function arguments") as info:
+        ext.axpy_(1.0, bad, torch.ones(2))
+    assert "x: tensor, y: tensor" in str(info.value)  # the accepted signature is listed
+    with pytest.raises(TypeError, match=r"sum\(\): incompatible function arguments"):
+        ext.sum(bad)
+
+
+def test_failures_release_everything(ext):
+    x, y = torch.ones(3), torch.ones(4)
+    arr = np.ones(4, dtype=np.float32)
+    refs = [sys.getrefcount(o) for o in (x, y, arr)]
+    for _ in range(100):
+        for call in (lambda: ext.axpy_(1.0, x, y), lambda: ext.axpy_(1.0, arr, x), lambda: ext.sum(y.double()),
+                     lambda: ext.scaled_copy(1.0, arr)):
+            with pytest.raises((TypeError, ValueError)):
+                call()
+    assert [sys.getrefcount(o) for o in (x, y, arr)] == refs
+
+
+# ----------------------------------------------------------------------------- the headers themselves
+
+WARNINGS = ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
+
+
+def binding_includes(flavour):
+    if flavour == "pybind11":
+        import pybind11
+
+        return [pybind11.get_include()]
+    import nanobind
+
+    return [nanobind.include_dir(), os.path.join(os.path.dirname(nanobind.include_dir()), "ext", "robin_map", "include")]
+
+
+@pytest.mark.parametrize("flavour", list(FLAVOURS))
+def test_example_compiles_without_warnings(flavour):
+    # The example builds do not turn warnings into errors (a user's flags are theirs); this does, for the headers.
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler on PATH")
+    source = os.path.join(EXAMPLES, FLAVOURS[flavour], FLAVOURS[flavour] + ".cpp")
+    cmd = [cxx, "-std=c++17", "-fsyntax-only", *WARNINGS, f"-I{sysconfig.get_paths()['include']}",
+           f"-I{torch_dlpack_bridge.get_include()}"] + [f"-isystem{d}" for d in binding_includes(flavour)] + [source]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
