@@ -95,10 +95,13 @@ def cuda_device_0_expectation():
 
 def run_python(code, **env):
     """Runs `code` in a fresh interpreter that imports this checkout's package (extra environment variables
-    in `env`), with core dumps off: some tests show that torch's own table crashes where ours raises."""
+    in `env`), with core dumps off: some tests show that torch's own table crashes where ours raises. The
+    autoload hook is off unless `env` turns it on: these scenarios import the package themselves, after
+    preparing torch (tests/test_autoload.py covers the hook)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(torch_dlpack_bridge.__file__)))
     full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-                    **env)
+                    TORCH_DLPACK_BRIDGE_AUTOLOAD="0")
+    full_env.update(env)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env,
                           timeout=300, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
 

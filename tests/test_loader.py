@@ -93,7 +93,7 @@ def test_uncovered_torch_builds_once_under_a_lock_then_reuses_the_cache(cache):
     waits on the lock and loads the result; a third loads from the cache without a word."""
     script = IMPORT_AS.replace("sys.argv[1]", repr(NIGHTLY))
     root = os.path.dirname(os.path.dirname(os.path.abspath(torch_dlpack_bridge.__file__)))
-    env = dict(os.environ, PYTHONPATH=root, **cache)
+    env = dict(os.environ, PYTHONPATH=root, TORCH_DLPACK_BRIDGE_AUTOLOAD="0", **cache)
     procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=600) for p in procs]

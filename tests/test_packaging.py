@@ -38,7 +38,9 @@ def test_isolated_build_from_sdist_ships_no_table_library_but_its_sources(isolat
     assert not [n for n in names if n.startswith("torch_dlpack_bridge/_lib/")], \
         "an isolated build cannot see the installed torch: it must not compile a table for any torch"
     assert sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("torch_dlpack_bridge/_csrc/")) == CSRC
-    assert "torch_dlpack_bridge/include/torch_dlpack_bridge/dlpack.h" in names
+    for header in ("dlpack.h", "consumer.h", "pybind11.h", "nanobind.h"):
+        assert f"torch_dlpack_bridge/include/torch_dlpack_bridge/{header}" in names
+    assert "torch_dlpack_bridge/cmake/torch_dlpack_bridgeConfig.cmake" in names
     assert "torch_dlpack_bridge/_probe.abi3.so" in names
     assert "torch_dlpack_bridge_autoload.pth" in names and "_torch_dlpack_bridge_autoload.py" in names
 
