@@ -15,16 +15,18 @@ void* native_handle(const c10::Stream& stream) {
   // torch's MPS backend runs everything on one command queue of its own and offers no raw handle:
   // NULL tells the consumer there is no stream to launch on.
   if (stream.device_type() == c10::DeviceType::MPS) return nullptr;
-#if TDB_TORCH_AT_LEAST(2, 11)
+// TDB_TEST_LEGACY_STREAM_PATH: tests/mock_devices builds this file with the pre-2.11 path on a newer torch.
+#if TDB_TORCH_AT_LEAST(2, 11) && !defined(TDB_TEST_LEGACY_STREAM_PATH)
   return stream.native_handle();  // cudaStream_t, hipStream_t, sycl::queue*, or a PrivateUse1 handle
 #else
-  // Before 2.11 torch has no device-generic raw handle. CUDA's current stream comes from the C shim in
-  // libtorch_cuda, found at run time (RTLD_NOLOAD: only if torch already loaded it), so one build of this
-  // extension serves CPU-only and CUDA builds of torch alike.
+  // Before 2.11 torch has no device-generic raw handle. CUDA's current stream comes from torch's C shim,
+  // found at run time (RTLD_NOLOAD: only if torch already loaded it), so one build of this extension
+  // serves CPU-only, CUDA and ROCm builds of torch alike. The shim lives in the build's GPU library:
+  // libtorch_cuda, or libtorch_hip on ROCm (same function name; it returns the hipStream_t there).
   if (stream.device_type() == c10::DeviceType::CUDA) {
     using GetStream = int32_t (*)(int32_t, void**);
     static const GetStream get_stream = [] {
-      void* lib = dlopen("libtorch_cuda.so", RTLD_NOLOAD | RTLD_LAZY);
+      void* lib = dlopen(g_cuda_is_rocm ? "libtorch_hip.so" : "libtorch_cuda.so", RTLD_NOLOAD | RTLD_LAZY);
       return lib ? reinterpret_cast<GetStream>(dlsym(lib, "aoti_torch_get_current_cuda_stream")) : nullptr;
     }();
     void* handle = nullptr;
