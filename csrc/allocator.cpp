@@ -2,12 +2,41 @@
 #include <c10/core/CPUAllocator.h>
 #include <ATen/ops/empty.h>
 
+#include <string>
+
 #include "bridge.h"
 #include "errors.h"
 #include "mapping.h"
 
 namespace tdb {
 namespace {
+
+// torch's CPU allocator reports exhaustion as a plain c10::Error; to a consumer it is a MemoryError.
+c10::Storage allocate_cpu_storage(size_t bytes) {
+  try {
+    return c10::Storage(c10::Storage::use_byte_size_t(), bytes, c10::GetCPUAllocator(), /*resizable=*/false);
+  } catch (const c10::Error& e) {
+    fail(ErrorKind::Memory, e.what_without_backtrace());
+  }
+}
+
+// Page-locked host memory from torch's pinned allocator (the CUDA or HIP caching host allocator), labelled
+// as asked. Only the kind this torch's GPU runtime provides is offered, and only where it has a device.
+DLManagedTensorVersioned* allocate_pinned(const DLTensor& prototype, c10::IntArrayRef shape,
+                                          c10::ScalarType scalar_type) {
+  const bool rocm_host = prototype.device.device_type == kDLROCMHost;
+  if (rocm_host != g_cuda_is_rocm) {
+    fail(ErrorKind::Buffer, std::string("this torch cannot allocate ") +
+                                (rocm_host ? "ROCm pinned host memory (kDLROCMHost): it is not a ROCm build"
+                                           : "CUDA pinned host memory (kDLCUDAHost): it is a ROCm build"));
+  }
+  // Same checks, and errors, as for device 0 of that GPU runtime: no backend, or no device.
+  device_of({rocm_host ? kDLROCM : kDLCUDA, 0});
+  at::Tensor host = at::empty(shape, at::TensorOptions().dtype(scalar_type).pinned_memory(true));
+  DLManagedTensorVersioned* m = export_owning(host);
+  m->dl_tensor.device = {prototype.device.device_type, 0};
+  return m;
+}
 
 DLManagedTensorVersioned* allocate_like(const DLTensor& prototype) {
   const int64_t numel = checked_numel(prototype.ndim, prototype.shape);
@@ -17,6 +46,11 @@ DLManagedTensorVersioned* allocate_like(const DLTensor& prototype) {
     fail(ErrorKind::Value, "prototype byte size overflows");
   }
   const c10::IntArrayRef shape(prototype.shape, static_cast<size_t>(prototype.ndim));
+  const int32_t kind = prototype.device.device_type;
+  if (kind == kDLCUDAManaged) {
+    fail(ErrorKind::Buffer, "torch has no allocator for CUDA managed (unified) memory (kDLCUDAManaged)");
+  }
+  if (kind == kDLCUDAHost || kind == kDLROCMHost) return allocate_pinned(prototype, shape, scalar_type);
   const c10::Device device = device_of(prototype.device);
   if (!device.is_cpu()) {
     // Other devices go through the dispatcher, which sets their device guard for their allocator.
@@ -24,8 +58,7 @@ DLManagedTensorVersioned* allocate_like(const DLTensor& prototype) {
   }
   // On CPU a storage from torch's CPU allocator is all a consumer needs: no TensorImpl is built and torn
   // down (about a third of the call).
-  c10::Storage storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(bytes), c10::GetCPUAllocator(),
-                       /*resizable=*/false);
+  c10::Storage storage = allocate_cpu_storage(static_cast<size_t>(bytes));
   int64_t strides[kMaxDims];
   row_major_strides(prototype.ndim, prototype.shape, strides);
   DLTensor view;

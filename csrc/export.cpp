@@ -31,6 +31,14 @@ int raise_not_a_tensor(PyObject* obj) noexcept {
   return -1;
 }
 
+// Wrapper subclasses and functional tensors describe data they do not hold. With elements, their NULL
+// DataPtr gives them away; a size-zero tensor has a NULL DataPtr either way, so their dispatch keys decide
+// (which also refuses a size-zero __torch_dispatch__ subclass that does have storage: README).
+bool may_lack_real_storage(const c10::TensorImpl* impl) noexcept {
+  const c10::DispatchKeySet keys = impl->key_set();
+  return keys.has(c10::DispatchKey::Python) || keys.has(c10::DispatchKey::Functionalize);
+}
+
 // Explains why `t` cannot be exported; called only once the fast check below has failed.
 [[noreturn]] void refuse(const at::Tensor& t) {
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
@@ -86,16 +94,25 @@ inline void describe(const at::Tensor& t, DLTensor& out) {
   out.dtype = dtype;
   out.device.device_type = static_cast<DLDeviceType>(device_type);
   out.device.device_id = device_type == kDLCPU ? 0 : impl->device().index();
+  if (C10_UNLIKELY(device_type == kDLOneAPI)) out.device.device_id = dl_device_id_of(impl->device());
   out.byte_offset = 0;
   if (impl->numel() == 0) {
+    // A size-zero tensor's DataPtr is NULL whether or not it has storage: ask torch instead.
+    if (C10_UNLIKELY(may_lack_real_storage(impl))) refuse(t);
     out.data = nullptr;
     return;
   }
   // Wrapper subclasses and functional tensors have a storage whose DataPtr is NULL: nothing to hand out.
   if (C10_UNLIKELY(storage->data() == nullptr)) refuse(t);
   // mutable_data() materializes a lazily-cloned (copy-on-write) storage: the consumer may write.
-  out.data = static_cast<char*>(const_cast<c10::StorageImpl*>(storage)->mutable_data()) +
-             impl->storage_offset() * static_cast<int64_t>(impl->itemsize());
+  char* base = static_cast<char*>(const_cast<c10::StorageImpl*>(storage)->mutable_data());
+  const int64_t offset = impl->storage_offset() * static_cast<int64_t>(impl->itemsize());
+  if (C10_UNLIKELY(has_opaque_data_pointers(impl->device_type()))) {
+    out.data = base;  // a handle: arithmetic on it is meaningless, so DLPack carries the view's start apart
+    out.byte_offset = static_cast<uint64_t>(offset);
+    return;
+  }
+  out.data = base + offset;
 }
 
 // One allocation: the managed struct, then shape and strides. It holds the storage, not the tensor, so a
@@ -111,10 +128,27 @@ struct OwnedExport {
 static_assert(sizeof(OwnedExport) % alignof(int64_t) == 0, "dims must follow the struct aligned");
 static_assert(offsetof(OwnedExport, managed) == 0, "the deleter casts the managed struct back to its holder");
 
-// Safe from any thread, with or without the GIL, after interpreter shutdown: it touches no Python object.
+// True once the interpreter is shutting down or gone: a deleter that needs Python can no longer run.
+bool python_finalizing() noexcept {
+  if (!Py_IsInitialized()) return true;
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+// Safe from any thread, with or without the GIL, and after interpreter shutdown. It touches no Python
+// object itself, but dropping the last reference to the storage runs the storage's own deleter, which
+// needs the interpreter when Python memory backs the storage (torch.from_numpy, torch.frombuffer: it takes
+// the GIL to release the owner). Once the interpreter is finalizing that would crash or hang, so the last
+// reference is leaked instead: the process is ending, and torch leaves such storages alive too.
 void delete_owned_export(DLManagedTensorVersioned* self) noexcept {
   if (self == nullptr) return;
   auto* holder = reinterpret_cast<OwnedExport*>(self);
+  if (C10_UNLIKELY(holder->storage.use_count() == 1) && python_finalizing()) {
+    (void)holder->storage.unsafeReleaseStorageImpl();
+  }
   holder->~OwnedExport();
   std::free(holder);
 }

@@ -64,11 +64,21 @@ at::Tensor import_tensor(DLManagedTensorVersioned* m, bool& owned_by_tensor) {
   }
   if (numel > 0 && t.data == nullptr) fail(ErrorKind::Value, "DLPack tensor has elements but NULL data");
   const size_t item_size = c10::elementSize(scalar_type);
-  const size_t nbytes = numel == 0 ? 0 : span_bytes(t, strides, item_size);
+  // torch addresses elements, not bytes: a view cannot start inside an element (torch refuses it too).
+  if (t.byte_offset % item_size != 0) {
+    fail(ErrorKind::Buffer, "DLPack byte_offset " + std::to_string(t.byte_offset) +
+                                " is not a multiple of the element size (" + std::to_string(item_size) + ")");
+  }
+  size_t nbytes = numel == 0 ? 0 : span_bytes(t, strides, item_size);
   const c10::Device device = device_of(t.device);
+  // An opaque handle cannot be offset: the storage keeps it as it is and the view starts byte_offset in.
+  const bool opaque = has_opaque_data_pointers(device.type());
+  if (opaque && __builtin_add_overflow(nbytes, static_cast<size_t>(t.byte_offset), &nbytes)) {
+    fail(ErrorKind::Value, "DLPack tensor extent overflows");
+  }
 
   // From here on the DataPtr owns `m`: any exception releases it through the producer's deleter, once.
-  void* data = t.data == nullptr ? nullptr : static_cast<char*>(t.data) + t.byte_offset;
+  void* data = t.data == nullptr || opaque ? t.data : static_cast<char*>(t.data) + t.byte_offset;
   c10::DataPtr data_ptr(data, m, release_producer_tensor, device);
   owned_by_tensor = true;
   c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data_ptr), /*allocator=*/nullptr,
@@ -76,8 +86,10 @@ at::Tensor import_tensor(DLManagedTensorVersioned* m, bool& owned_by_tensor) {
   auto keys = c10::DispatchKeySet(c10::computeDispatchKey(scalar_type, c10::kStrided, device));
   at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), keys,
                                                                c10::scalarTypeToTypeMeta(scalar_type));
-  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(c10::IntArrayRef(t.shape, static_cast<size_t>(t.ndim)),
-                                                      c10::IntArrayRef(strides, static_cast<size_t>(t.ndim)));
+  c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  impl->set_sizes_and_strides(c10::IntArrayRef(t.shape, static_cast<size_t>(t.ndim)),
+                              c10::IntArrayRef(strides, static_cast<size_t>(t.ndim)));
+  if (opaque) impl->set_storage_offset(static_cast<int64_t>(t.byte_offset / item_size));
   return tensor;
 }
 
@@ -95,6 +107,7 @@ int managed_tensor_to_py_object_no_sync(DLManagedTensorVersioned* m, void** out_
                  DLPACK_MAJOR_VERSION);
     return -1;
   }
+  const uint64_t flags = m->flags;  // `m` may be released by the time the flags are needed
   bool owned_by_tensor = false;
   at::Tensor tensor;
   const int status = guarded([&] { tensor = import_tensor(m, owned_by_tensor); });
@@ -102,8 +115,21 @@ int managed_tensor_to_py_object_no_sync(DLManagedTensorVersioned* m, void** out_
     if (!owned_by_tensor) release_producer_tensor(m);
     return -1;
   }
-  PyObject* py = THPVariable_Wrap(std::move(tensor));  // on failure the tensor dies here, releasing `m`
-  if (py == nullptr) return -1;
+  // THPVariable_Wrap throws (c10::OutOfMemoryError) when it cannot allocate the Python object; either way
+  // the tensor dies inside it on failure, which releases `m` through the DataPtr.
+  PyObject* py = nullptr;
+  if (guarded([&] { py = THPVariable_Wrap(std::move(tensor)); }) != 0 || py == nullptr) return -1;
+  // torch has no read-only tensors. Like torch.from_numpy with a non-writable array, say so rather than
+  // refuse: a refusal would only send consumers to __dlpack__, which drops the flag silently. Under
+  // `-W error` the warning is an exception and the import fails (dropping `py` releases `m`).
+  if (C10_UNLIKELY(flags & DLPACK_FLAG_BITMASK_READ_ONLY) &&
+      PyErr_WarnEx(PyExc_UserWarning,
+                   "torch_dlpack_bridge: the DLPack producer marked this tensor read-only; torch has no "
+                   "read-only tensors, so writing to it is undefined behaviour (copy it if you need to write)",
+                   1) != 0) {
+    Py_DECREF(py);
+    return -1;
+  }
   *out_py_object = py;
   return 0;
 }

@@ -14,10 +14,6 @@
 // _build.py): never single-threaded, so reference counts always use atomics.
 extern "C" char tdb_libc_single_threaded = 0;
 
-// Sets what torch's CUDA device type means (HIP on a ROCm build of torch); the loader calls it once, before
-// publishing the table.
-TDB_EXPORT void tdb_init(int cuda_is_rocm) { tdb::g_cuda_is_rocm = cuda_is_rocm != 0; }
-
 // A new reference to a capsule named "dlpack_exchange_api" holding the table (needs the GIL).
 TDB_EXPORT PyObject* tdb_exchange_api_capsule() {
   return PyCapsule_New(&tdb::g_exchange_api, TDB_EXCHANGE_API_CAPSULE_NAME, nullptr);

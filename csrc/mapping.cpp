@@ -1,5 +1,7 @@
 #include "mapping.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/detail/XPUHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <string>
@@ -7,8 +9,36 @@
 #include "errors.h"
 
 namespace tdb {
+namespace {
 
-bool g_cuda_is_rocm = false;
+// torch's own answer (its CUDA hooks are compiled for HIP on ROCm). The hooks come from libtorch_cuda or
+// libtorch_hip, which torch loads before any extension, so asking while this library loads is safe.
+bool detect_rocm() noexcept {
+  try {
+    return at::detail::getCUDAHooks().hasROCM();
+  } catch (...) {
+    return false;
+  }
+}
+
+// The local XPU index whose global SYCL index is `global_id`, or -1.
+int local_xpu_index(int32_t global_id, int count) {
+  const auto& hooks = at::detail::getXPUHooks();
+  for (int i = 0; i < count; ++i) {
+    const c10::Device device(c10::DeviceType::XPU, static_cast<c10::DeviceIndex>(i));
+    if (hooks.getGlobalIdxFromDevice(device) == global_id) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool g_cuda_is_rocm = detect_rocm();
+
+int32_t dl_device_id_of(c10::Device device) {
+  if (device.type() == c10::DeviceType::XPU) return at::detail::getXPUHooks().getGlobalIdxFromDevice(device);
+  return device.index();
+}
 
 c10::ScalarType torch_dtype_of(DLDataType d, ErrorKind kind) {
   c10::ScalarType t;
@@ -54,6 +84,14 @@ c10::Device device_of(DLDevice d) {
                                 " backend (not built in, and no extension registered one)");
   }
   const int count = c10::impl::getDeviceGuardImpl(type)->deviceCount();
+  if (type == c10::DeviceType::XPU) {
+    const int local = d.device_id < 0 ? -1 : local_xpu_index(d.device_id, count);
+    if (local < 0) {
+      fail(ErrorKind::Value, "no xpu device has SYCL device index " + std::to_string(d.device_id) +
+                                 " (DLPack's oneAPI device_id; torch sees " + std::to_string(count) + " xpu devices)");
+    }
+    return c10::Device(type, static_cast<c10::DeviceIndex>(local));
+  }
   if (d.device_id < 0 || d.device_id >= count) {
     fail(ErrorKind::Value, "no " + c10::DeviceTypeName(type, true) + " device " + std::to_string(d.device_id) +
                                " (torch sees " + std::to_string(count) + ")");

@@ -137,8 +137,13 @@ inline bool scalar_type_of(DLDataType d, c10::ScalarType& out) noexcept {
   return false;
 }
 
-// True when torch's CUDA device type means HIP (a ROCm build of torch); set once by tdb_init at load.
+// True when torch's CUDA device type means HIP (a ROCm build of torch). Worked out in C++ when the library
+// is loaded (torch is loaded by then), so no Python module init is needed.
 extern bool g_cuda_is_rocm;
+
+// Devices whose DataPtr holds an opaque handle (MPS: an id<MTLBuffer>), not an address. DLPack carries such
+// a handle in `data` untouched and the view's start in `byte_offset`.
+inline bool has_opaque_data_pointers(c10::DeviceType t) noexcept { return t == c10::DeviceType::MPS; }
 
 // The DLPack device type of a torch device type, or 0 if DLPack has none that torch maps to.
 inline int32_t dl_device_type_of(c10::DeviceType t) noexcept {
@@ -183,6 +188,10 @@ int64_t checked_numel(int32_t ndim, const int64_t* shape);
 
 // Row-major strides for a shape (throws ValueError on overflow).
 void row_major_strides(int32_t ndim, const int64_t* shape, int64_t* strides);
+
+// The DLPack device_id of a torch device. Only XPU differs from torch's index: the oneAPI DLPack spec makes
+// device_id the position in sycl::device::get_devices(), which torch's XPU hooks compute.
+int32_t dl_device_id_of(c10::Device device);
 
 // The torch device for a DLPack device, checked against the devices this process has
 // (throws tdb::Error: BufferError for a device type torch lacks, ValueError for a bad index).

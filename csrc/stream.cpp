@@ -6,11 +6,20 @@
 #include "errors.h"
 #include "mapping.h"
 
-#if !TDB_TORCH_AT_LEAST(2, 11)
-// torch's C shim for CUDA's current stream (libtorch_cuda; on ROCm builds libtorch_hip, same name). A weak
-// reference: it resolves when the library is in this process (libtorch_python, which this library links,
-// depends on it in GPU builds of torch) and is NULL in CPU-only builds, so one build serves both. dlsym would
-// do the same, at the price of glibc 2.34 symbol versions.
+// Before torch 2.11 there is no device-generic raw stream handle. tests/mock_devices builds this file with that
+// older path on a newer torch (TDB_TEST_LEGACY_STREAM_PATH).
+#if !TDB_TORCH_AT_LEAST(2, 11) || defined(TDB_TEST_LEGACY_STREAM_PATH)
+#define TDB_LEGACY_STREAM_PATH 1
+#else
+#define TDB_LEGACY_STREAM_PATH 0
+#endif
+
+#if TDB_LEGACY_STREAM_PATH
+// torch's C shim for the current stream, in the build's GPU library: libtorch_cuda, or libtorch_hip on ROCm
+// (same function name; it returns the hipStream_t there). A weak reference: it resolves to whichever of them
+// is in the process when this library loads (libtorch_python, which this library links, depends on it in GPU
+// builds of torch) and is NULL in CPU-only builds, so one build serves all three. dlopen/dlsym would do the
+// same at the price of glibc 2.34 symbol versions.
 extern "C" __attribute__((weak)) int32_t aoti_torch_get_current_cuda_stream(int32_t device_index, void** ret_stream);
 #endif
 
@@ -21,10 +30,9 @@ void* native_handle(const c10::Stream& stream) {
   // torch's MPS backend runs everything on one command queue of its own and offers no raw handle:
   // NULL tells the consumer there is no stream to launch on.
   if (stream.device_type() == c10::DeviceType::MPS) return nullptr;
-#if TDB_TORCH_AT_LEAST(2, 11)
+#if !TDB_LEGACY_STREAM_PATH
   return stream.native_handle();  // cudaStream_t, hipStream_t, sycl::queue*, or a PrivateUse1 handle
 #else
-  // Before 2.11 torch has no device-generic raw handle: CUDA's (and HIP's) comes from torch's C shim.
   if (stream.device_type() == c10::DeviceType::CUDA && aoti_torch_get_current_cuda_stream != nullptr) {
     void* handle = nullptr;
     if (aoti_torch_get_current_cuda_stream(stream.device_index(), &handle) == 0) return handle;

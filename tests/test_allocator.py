@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import CPU, DLPACK_DTYPES, FLOAT32, MISSING_DLPACK_DTYPES, kDLCPU, kDLCUDA, kDLOpenCL
+from conftest import (CPU, DLPACK_DTYPES, FLOAT32, MISSING_DLPACK_DTYPES, cuda_device_0_expectation, kDLCPU, kDLCUDA,
+                      kDLCUDAHost, kDLOpenCL)
 
-kDLCUDAManaged = 13
+kDLROCMHost, kDLCUDAManaged = 11, 13
 
 
 def contiguous_strides(shape):
@@ -152,27 +153,49 @@ def test_allocator_refuses_dlpack_dtypes_this_torch_lacks(probe, api):
         assert type(raised.value) is ValueError, name
 
 
-@pytest.mark.parametrize("device_type", [kDLCUDA, kDLCUDAManaged])
-def test_allocator_on_cuda_without_cuda_fails_with_clear_error(probe, api, device_type):
+def test_allocator_on_cuda_without_cuda_fails_with_clear_error(probe, api):
     if torch.cuda.is_available():
         pytest.skip("this torch has CUDA devices")
     with pytest.raises(Exception, match="(?i)cuda") as raised:
-        probe.allocate(api, [4], FLOAT32, (device_type, 0))
+        probe.allocate(api, [4], FLOAT32, (kDLCUDA, 0))
     assert not isinstance(raised.value, SystemError), "SetError must run exactly once"
 
 
-def test_allocator_of_huge_valid_size_fails_cleanly_or_succeeds(probe, api):
-    """2**40 bytes: torch's CPU allocator refuses it with a c10::Error, which reaches the consumer as
-    RuntimeError (MemoryError would also do); with memory overcommit it may even succeed. Never a crash,
-    never SetError twice."""
-    try:
-        m = probe.allocate(api, [2 ** 38], FLOAT32, CPU)
-    except (MemoryError, RuntimeError) as error:
-        assert "allocate" in str(error) or "memory" in str(error).lower()
-        assert not isinstance(error, SystemError)
-    else:
-        assert m.info()[4] == (2 ** 38,)
-        m.delete()
+def test_allocator_refuses_cuda_managed_memory_it_cannot_provide(probe, api):
+    """torch has no allocator for managed (unified) memory: it used to hand out ordinary device memory
+    labelled kDLCUDA, a different kind than asked."""
+    with pytest.raises(BufferError, match="managed"):
+        probe.allocate(api, [4], FLOAT32, (kDLCUDAManaged, 0))
+
+
+def pinned_host_expectation(device_type):
+    """(exception, pattern) for a pinned host allocation of `device_type` on this torch, None if it works."""
+    if (device_type == kDLROCMHost) != (torch.version.hip is not None):
+        return BufferError, "cannot allocate"
+    return cuda_device_0_expectation() if device_type == kDLCUDAHost else None
+
+
+@pytest.mark.parametrize("device_type", [kDLCUDAHost, kDLROCMHost])
+def test_allocator_gives_pinned_host_memory_or_a_clear_error_never_pageable_memory(probe, api, device_type):
+    """A kDLCUDAHost prototype used to get pageable CPU memory labelled kDLCPU. Now: torch's pinned memory,
+    labelled as asked, or (no GPU runtime here) the error a kDLCUDA allocation gives."""
+    expected = pinned_host_expectation(device_type)
+    if expected is not None:
+        error, pattern = expected
+        with pytest.raises(error, match=pattern):
+            probe.allocate(api, [4], FLOAT32, (device_type, 0))
+        return
+    m = probe.allocate(api, [4], FLOAT32, (device_type, 0))
+    assert m.info()[1] == (device_type, 0)
+    t = m.to_python(api)
+    assert t.device.type == "cpu" and t.is_pinned()
+
+
+def test_allocator_reports_cpu_allocation_failure_as_memory_error(probe, api):
+    """2**47 bytes (more than this machine can map): torch's CPU allocator fails with a plain c10::Error; the
+    README promises MemoryError through SetError, once."""
+    with pytest.raises(MemoryError, match="allocate"):
+        probe.allocate(api, [2 ** 45], FLOAT32, CPU)
 
 
 @pytest.mark.parametrize("case", ["unknown_dtype_code", "negative_size", "unknown_device_type_99"])

@@ -367,8 +367,8 @@ class StoragelessWrapper(torch.Tensor):
     """A __torch_dispatch__ wrapper subclass: sizes, strides, offset and dtype, no real storage of its own."""
 
     @staticmethod
-    def __new__(cls, storage_offset=0):
-        return torch.Tensor._make_wrapper_subclass(cls, (3,), strides=(1,), storage_offset=storage_offset,
+    def __new__(cls, storage_offset=0, size=3):
+        return torch.Tensor._make_wrapper_subclass(cls, (size,), strides=(1,), storage_offset=storage_offset,
                                                    dtype=torch.float32)
 
     @classmethod
@@ -453,6 +453,26 @@ def test_export_refuses_tensor_without_real_storage_with_buffer_error(api, descr
     assert t.numel() == 3
     with pytest.raises(BufferError, match="storage"):
         describe(api, t)
+
+
+@pytest.mark.parametrize("case", ["wrapper_subclass", "wrapper_subclass_with_storage_offset", "functional_tensor"])
+def test_export_refuses_size_zero_tensor_without_real_storage(api, describe, case):
+    """A size-zero tensor has a NULL DataPtr with or without storage, so the NULL-data check cannot tell a
+    wrapper subclass apart there: it used to export (data NULL) although wrapper subclasses are refused."""
+    t = {"wrapper_subclass": lambda: StoragelessWrapper(size=0),
+         "wrapper_subclass_with_storage_offset": lambda: StoragelessWrapper(storage_offset=2, size=0),
+         "functional_tensor": lambda: torch._to_functional_tensor(torch.ones(0))}[case]()
+    assert t.numel() == 0
+    with pytest.raises(BufferError, match="storage"):
+        describe(api, t)
+
+
+def test_export_of_size_zero_plain_and_subclass_tensors_still_works(api, describe):
+    class Sub(torch.Tensor):
+        pass
+
+    for t in [torch.empty(0), torch.ones(4)[4:], torch.empty(0).as_subclass(Sub), torch.nn.Parameter(torch.empty(0, 3))]:
+        assert describe(api, t)[0] == 0
 
 
 @pytest.mark.parametrize("case", list(REFUSED))

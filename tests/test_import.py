@@ -9,6 +9,7 @@ field by field, malformed on purpose, whose deleter counts into `_probe.deleter_
 
 import gc
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -305,10 +306,86 @@ def test_failed_import_with_null_deleter_raises_cleanly(probe, api):
         make_over(probe, buf, dtype=(99, 32, 1), deleter=False).to_python(api)
 
 
-def test_import_accepts_read_only_flag_like_torch_from_dlpack(probe, api):
+def test_import_of_read_only_tensor_warns_that_torch_cannot_enforce_it(probe, api):
+    """torch has no read-only tensors: the import goes ahead (as torch.from_dlpack does) but says so with a
+    UserWarning, as torch.from_numpy does for a non-writable array."""
     buf = buffer16()
-    x = make_over(probe, buf, flags=1).to_python(api)
+    with pytest.warns(UserWarning, match="read-only"):
+        x = make_over(probe, buf, flags=1).to_python(api)
     assert x.data_ptr() == buf.ctypes.data
+
+
+def test_import_without_read_only_flag_does_not_warn(probe, api):
+    buf = buffer16()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_over(probe, buf, flags=2).to_python(api)  # IS_COPIED: nothing to say
+
+
+def test_import_of_read_only_tensor_fails_cleanly_when_warnings_are_errors(probe, api):
+    buf = buffer16()
+    calls = DeleterCount(probe)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="read-only"):
+            make_over(probe, buf, flags=1).to_python(api)
+    gc.collect()
+    assert calls.new == 1, "the refused import must release the producer's tensor exactly once"
+
+
+def test_import_that_cannot_allocate_the_python_object_raises_memory_error():
+    """THPVariable_Wrap throws c10::OutOfMemoryError when the Python object cannot be allocated; outside the
+    guard that exception crossed the C ABI and terminated the process. The producer's deleter runs once."""
+    pytest.importorskip("_testcapi", reason="this Python has no _testcapi (its allocation-failure hooks)")
+    code = textwrap.dedent("""
+        import _testcapi, numpy as np, torch, torch_dlpack_bridge
+        from torch_dlpack_bridge import _probe
+        api = torch_dlpack_bridge.exchange_api()
+        buf = np.arange(4, dtype=np.float32)
+        m = _probe.make(buf.ctypes.data, (1, 0), (2, 32, 1), [4], [1], owner=buf)
+        m.count_deletes()
+        before = _probe.deleter_calls()
+        _testcapi.set_nomemory(0, 1)  # the first allocation fails: the tensor's Python object
+        try:
+            m.to_python(api)
+        except MemoryError as e:
+            _testcapi.remove_mem_hooks()
+            print("MemoryError:", e)
+        _testcapi.remove_mem_hooks()
+        print("deleter calls:", _probe.deleter_calls() - before)
+        e = _probe.export(api, torch.arange(3.0))
+        _testcapi.set_nomemory(0, 1)
+        try:
+            e.to_python(api)
+        except MemoryError:
+            _testcapi.remove_mem_hooks()
+            print("owning export: MemoryError")
+    """)
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "MemoryError: Failed to allocate" in result.stdout
+    assert "deleter calls: 2" in result.stdout  # the counting trampoline and the probe's deleter, once each
+    assert "owning export: MemoryError" in result.stdout
+
+
+@pytest.mark.parametrize("dtype, byte_offset", [((2, 32, 1), 2), ((2, 32, 1), 6), ((0, 16, 1), 1),
+                                                 ((5, 128, 1), 8)])
+def test_import_refuses_byte_offset_inside_an_element(probe, api, dtype, byte_offset):
+    buf = np.zeros(64, dtype=np.uint8)
+    calls = DeleterCount(probe)
+    with pytest.raises(BufferError, match="byte_offset"):
+        make_over(probe, buf, dtype=dtype, byte_offset=byte_offset).to_python(api)
+    assert calls.new == 1
+
+
+def test_import_refuses_misaligned_byte_offset_like_native(probe, api, native):
+    buf = buffer16()
+    with pytest.raises(RuntimeError, match="multiple of element size"):
+        make_over(probe, buf, byte_offset=2).to_python(native)
+    with pytest.raises(BufferError):
+        make_over(probe, buf, byte_offset=2).to_python(api)
+    # a whole number of elements is fine, for both
+    assert make_over(probe, buf, byte_offset=4).to_python(api).tolist() == [1.0, 2.0, 3.0, 4.0]
 
 
 # Malformed structs: (fields over buffer16(), exception type, message fragment).

@@ -119,6 +119,5 @@ def load(package_version: str) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
         raise ImportError(f"torch_dlpack_bridge: {path} was built for torch {info['torch_version']} (C++11 ABI "
                           f"{built[1]}), not for the running torch {target.version} (C++11 ABI {target.cxx11_abi}). "
                           "Reinstall torch_dlpack_bridge, or delete the file to rebuild it.")
-    library.tdb_init(ctypes.c_int(int(target.rocm)))
     info.update(library=path, origin=origin)
     return library, info
