@@ -128,14 +128,17 @@ struct OwnedExport {
 static_assert(sizeof(OwnedExport) % alignof(int64_t) == 0, "dims must follow the struct aligned");
 static_assert(offsetof(OwnedExport, managed) == 0, "the deleter casts the managed struct back to its holder");
 
+// CPython's "is the interpreter finalizing?" is _Py_IsFinalizing up to 3.12 and Py_IsFinalizing from 3.13.
+// One build of this library serves every CPython, so both are weak references under names of our own: the
+// running interpreter defines exactly one of them.
+extern "C" int tdb_Py_IsFinalizing() __asm__("Py_IsFinalizing") __attribute__((weak));
+extern "C" int tdb_private_Py_IsFinalizing() __asm__("_Py_IsFinalizing") __attribute__((weak));
+
 // True once the interpreter is shutting down or gone: a deleter that needs Python can no longer run.
 bool python_finalizing() noexcept {
   if (!Py_IsInitialized()) return true;
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing() != 0;
-#else
-  return _Py_IsFinalizing() != 0;
-#endif
+  if (tdb_Py_IsFinalizing != nullptr) return tdb_Py_IsFinalizing() != 0;
+  return tdb_private_Py_IsFinalizing != nullptr && tdb_private_Py_IsFinalizing() != 0;
 }
 
 // Safe from any thread, with or without the GIL, and after interpreter shutdown. It touches no Python

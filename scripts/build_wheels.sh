@@ -51,6 +51,10 @@ start=$SECONDS
 (cd "$src" && TDB_TORCH_SITES=$(IFS=:; echo "${sites[*]}") \
   python -m pip wheel -q --no-build-isolation --no-deps -w "$raw" .)
 echo "built ${#sites[@]} table libraries in $((SECONDS - start)) s"
+# What each library needs from CPython (U: must exist in every CPython 3.9+, w: weak, either may be absent);
+# scripts/wheel_matrix.sh loads them under each Python to prove it.
+echo "CPython C API used by the table libraries: $(nm -D --undefined-only "$src"/build/lib*/torch_dlpack_bridge/_lib/*.so |
+  awk '$2 ~ /^_?Py/ {print $1 ":" $2}' | sort -u | tr '\n' ' ')"
 built=("$raw"/*.whl)
 wheel=${built[0]}
 
