@@ -363,7 +363,7 @@ def test_import_that_cannot_allocate_the_python_object_raises_memory_error():
     """)
     result = run_python(code)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "MemoryError: Failed to allocate" in result.stdout
+    assert "MemoryError:" in result.stdout  # torch >= 2.13 says "Failed to allocate a Tensor object"; 2.4 nothing
     assert "deleter calls: 2" in result.stdout  # the counting trampoline and the probe's deleter, once each
     assert "owning export: MemoryError" in result.stdout
 
