@@ -2,7 +2,9 @@
 
 Importing this package publishes the table on ``torch.Tensor`` (see :func:`install` for the policy), so
 kernel libraries that look up ``type(t).__dlpack_c_exchange_api__`` (capsule) or the legacy
-``__c_dlpack_exchange_api__`` (int) take torch tensors in tens of nanoseconds, on any torch version.
+``__c_dlpack_exchange_api__`` (int) take torch tensors in tens of nanoseconds, on any torch version. The
+autoload hook installed with the package (``_torch_dlpack_bridge_autoload``) imports it as soon as torch is
+imported; ``TORCH_DLPACK_BRIDGE_AUTOLOAD=0`` turns that off.
 
 >>> import torch, torch_dlpack_bridge
 >>> torch_dlpack_bridge.active_provider()["__c_dlpack_exchange_api__"]
