@@ -115,10 +115,18 @@ int managed_tensor_to_py_object_no_sync(DLManagedTensorVersioned* m, void** out_
     if (!owned_by_tensor) release_producer_tensor(m);
     return -1;
   }
-  // THPVariable_Wrap throws (c10::OutOfMemoryError) when it cannot allocate the Python object; either way
-  // the tensor dies inside it on failure, which releases `m` through the DataPtr.
+  // Wrapping a fresh tensor fails only when its Python object cannot be allocated, whatever torch calls that
+  // (c10::OutOfMemoryError in 2.13, a plain c10::Error in 2.10-2.12, a MemoryError in 2.4): MemoryError here.
+  // The tensor dies when this function returns, which releases `m` through the DataPtr.
   PyObject* py = nullptr;
-  if (guarded([&] { py = THPVariable_Wrap(std::move(tensor)); }) != 0 || py == nullptr) return -1;
+  if (guarded([&] { py = THPVariable_Wrap(tensor); }) != 0 || py == nullptr) {
+    if (!PyErr_Occurred() || !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+      PyErr_Clear();
+      PyErr_SetString(PyExc_MemoryError,
+                      "torch_dlpack_bridge: cannot allocate the Python object of the imported tensor");
+    }
+    return -1;
+  }
   // torch has no read-only tensors. Like torch.from_numpy with a non-writable array, say so rather than
   // refuse: a refusal would only send consumers to __dlpack__, which drops the flag silently. Under
   // `-W error` the warning is an exception and the import fails (dropping `py` releases `m`).

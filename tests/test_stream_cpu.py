@@ -59,8 +59,12 @@ def test_cuda_stream_without_cuda_raises_clear_error(probe, api, device):
 def test_native_returns_null_cuda_stream_without_cuda_where_ours_raises(probe, api, native):
     """Deliberate difference: torch's table answers NULL (the default stream) for a CUDA device that does
     not exist; ours says the device cannot be reached (BufferError on a CPU-only build: no cuda backend;
-    ValueError on a CUDA build without GPU: no device 0)."""
-    assert probe.current_stream(native, kDLCUDA, 0) == 0
+    ValueError on a CUDA build without GPU: no device 0). A CUDA build of torch 2.10-2.11 without a driver
+    makes torch's own table raise RuntimeError instead."""
+    try:
+        assert probe.current_stream(native, kDLCUDA, 0) == 0
+    except RuntimeError:
+        assert torch.version.cuda is not None, "only a CUDA build without a driver may raise here"
     error, message = cuda_device_0_expectation()
     with pytest.raises(error, match=message) as raised:
         probe.current_stream(api, kDLCUDA, 0)
