@@ -96,6 +96,20 @@ def sources_dir() -> str:
     raise FileNotFoundError(f"the table's C++ sources are missing (looked in {PACKAGE_DIR}/_csrc and ../csrc)")
 
 
+def sources_digest(src: Optional[str] = None) -> str:
+    """A short digest of the table's sources and the DLPack headers they include."""
+    import hashlib
+
+    src = src or sources_dir()
+    digest = hashlib.sha256()
+    include = os.path.join(PACKAGE_DIR, "include", "torch_dlpack_bridge")
+    for path in sorted(os.path.join(src, n) for n in os.listdir(src)) + [os.path.join(include, "dlpack.h")]:
+        if path.endswith((".cpp", ".cc", ".h")):
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()[:12]
+
+
 def table_sources(src: str) -> List[str]:
     return sorted(os.path.join(src, name) for name in os.listdir(src)
                   if name.endswith(".cpp") and name != "probe.cpp")

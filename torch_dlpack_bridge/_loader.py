@@ -32,10 +32,12 @@ def cache_root() -> str:
 
 
 def cache_dir(target: _build.TorchTarget, package_version: str) -> str:
-    """One folder per exact torch version, C++ ABI, flavour and package version (a package upgrade rebuilds)."""
+    """One folder per exact torch version, C++ ABI, flavour, package version and sources (an upgrade, or an
+    edited checkout, rebuilds instead of loading a stale library)."""
     flavour = "rocm" if target.rocm else "generic"
     abi = "cxx11" if target.cxx11_abi else "precxx11"
-    return os.path.join(cache_root(), f"torch{target.version}-{abi}-{flavour}-tdb{package_version}")
+    return os.path.join(cache_root(), f"torch{target.version}-{abi}-{flavour}-tdb{package_version}-"
+                                      f"{_build.sources_digest()}")
 
 
 def locate(target: _build.TorchTarget, package_version: str) -> Tuple[str, str]:
