@@ -43,6 +43,7 @@ def test_isolated_build_from_sdist_ships_no_table_library_but_its_sources(isolat
     assert "torch_dlpack_bridge/cmake/torch_dlpack_bridgeConfig.cmake" in names
     assert "torch_dlpack_bridge/_probe.abi3.so" in names
     assert "torch_dlpack_bridge_autoload.pth" in names and "_torch_dlpack_bridge_autoload.py" in names
+    assert not [n for n in names if n.startswith("torch_dlpack_bridge/_autoload/")], "the hook ships once, at the top"
 
 
 def test_wheel_is_tagged_for_every_cpython_from_3_9(isolated_wheel):
