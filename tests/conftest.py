@@ -98,12 +98,18 @@ def run_python(code, **env):
     in `env`), with core dumps off: some tests show that torch's own table crashes where ours raises. The
     autoload hook is off unless `env` turns it on: these scenarios import the package themselves, after
     preparing torch (tests/test_autoload.py covers the hook)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=python_env(**env),
+                          timeout=300, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+
+
+def python_env(**env):
+    """The environment run_python gives a fresh interpreter: this checkout's package first on the path, the
+    autoload hook off, then `env`."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(torch_dlpack_bridge.__file__)))
     full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
                     TORCH_DLPACK_BRIDGE_AUTOLOAD="0")
     full_env.update(env)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env,
-                          timeout=300, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+    return full_env
 
 
 @pytest.fixture(scope="session")

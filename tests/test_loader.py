@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import torch_dlpack_bridge
-from conftest import run_python
+from conftest import python_env, run_python
 from torch_dlpack_bridge import _build, _loader
 
 MINOR = "{}.{}".format(*_build.version_tuple(torch.__version__))
@@ -92,9 +92,7 @@ def test_uncovered_torch_builds_once_under_a_lock_then_reuses_the_cache(cache):
     """Two processes import at once with an empty cache: one builds (printing one progress line), the other
     waits on the lock and loads the result; a third loads from the cache without a word."""
     script = IMPORT_AS.replace("sys.argv[1]", repr(NIGHTLY))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(torch_dlpack_bridge.__file__)))
-    env = dict(os.environ, PYTHONPATH=root, TORCH_DLPACK_BRIDGE_AUTOLOAD="0", **cache)
-    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=python_env(**cache), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outputs]
