@@ -64,8 +64,9 @@ class BuildWithTables(build_ext):
 
 
 class BuildWithAutoloadHook(build_py):
-    """build_py, plus the autoload hook at the top of site-packages: a .pth file and the module it imports
-    (torch_dlpack_bridge/_autoload/), so that importing torch publishes the table in every process."""
+    """build_py, plus the autoload hook at the top of site-packages: the module and the two start-up files that
+    install it (.pth for CPython <= 3.14, .start for 3.15+; torch_dlpack_bridge/_autoload/), so that importing
+    torch publishes the table in every process."""
 
     def run(self):
         super().run()
@@ -76,7 +77,8 @@ class BuildWithAutoloadHook(build_py):
             self.copy_file(os.path.join(PACKAGE, "_autoload", name), os.path.join(root, name))
 
 
-AUTOLOAD_FILES = ("torch_dlpack_bridge_autoload.pth", "_torch_dlpack_bridge_autoload.py")
+AUTOLOAD_FILES = ("torch_dlpack_bridge_autoload.pth", "torch_dlpack_bridge_autoload.start",
+                  "_torch_dlpack_bridge_autoload.py")
 sanitize = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"] if _build.sanitized() else []
 setup(
     ext_modules=[

@@ -14,7 +14,8 @@ import pytest
 
 import torch_dlpack_bridge
 
-HOOK_PTH, HOOK_MODULE = "torch_dlpack_bridge_autoload.pth", "_torch_dlpack_bridge_autoload"
+HOOK_PTH, HOOK_START = "torch_dlpack_bridge_autoload.pth", "torch_dlpack_bridge_autoload.start"
+HOOK_MODULE = "_torch_dlpack_bridge_autoload"
 
 STATE = textwrap.dedent("""
     import ctypes, json, sys
@@ -52,13 +53,48 @@ def fresh_json(code, **env):
     return json.loads(result.stdout.splitlines()[-1]), result.stderr
 
 
-def test_hook_files_are_installed_at_the_top_of_site_packages():
+def site_packages():
     site = os.path.dirname(os.path.dirname(os.path.abspath(torch_dlpack_bridge.__file__)))
     if not os.path.isfile(os.path.join(site, HOOK_PTH)):  # an editable install maps the package elsewhere
         site = sysconfig.get_paths()["purelib"]
-    assert os.path.isfile(os.path.join(site, HOOK_PTH)) and os.path.isfile(os.path.join(site, HOOK_MODULE + ".py"))
+    return site
+
+
+def test_hook_files_are_installed_at_the_top_of_site_packages():
+    site = site_packages()
+    for name in (HOOK_PTH, HOOK_START, HOOK_MODULE + ".py"):
+        assert os.path.isfile(os.path.join(site, name)), name
     with open(os.path.join(site, HOOK_PTH)) as f:
-        assert f.read().strip() == f"import {HOOK_MODULE}"
+        assert f.read().strip() == f"import {HOOK_MODULE}; {HOOK_MODULE}.install()"
+    with open(os.path.join(site, HOOK_START)) as f:  # PEP 829: one "module:callable" entry point
+        assert f.read().strip() == f"{HOOK_MODULE}:install"
+
+
+def test_start_file_entry_point_and_pth_line_together_install_the_hook_once():
+    """CPython >= 3.15 runs the .start entry point (and skips the .pth import line), older ones the .pth line;
+    an interpreter that ran both would still have one hook. Run here by hand, in an interpreter started with
+    -S (no site processing), in the order a 3.15 site.py would."""
+    site = site_packages()
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(torch_dlpack_bridge.__file__)))
+    with open(os.path.join(site, HOOK_START)) as f:
+        entry = f.read().strip()
+    with open(os.path.join(site, HOOK_PTH)) as f:
+        pth_line = f.read().strip()
+    code = STATE + textwrap.dedent(f"""
+        import pkgutil
+        sys.path[:0] = [{site!r}, {package_root!r}]  # the package's folder differs under an editable install
+        pkgutil.resolve_name({entry!r})()
+        exec({pth_line!r})
+        hooks = [type(f).__name__ for f in sys.meta_path if type(f).__module__ == {HOOK_MODULE!r}]
+        import torch
+        print(json.dumps(dict(state(), hooks=hooks)))
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DLPACK_BRIDGE_", "PYTHONPATH"))}
+    result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env,
+                            cwd=os.path.dirname(sys.executable), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    state = json.loads(result.stdout.splitlines()[-1])
+    assert state["hooks"] == ["_PublishAfterTorch"] and published_ours(state), state
 
 
 def test_importing_torch_alone_publishes_the_table():
@@ -102,6 +138,152 @@ def test_a_failure_is_one_warning_and_torch_still_imports():
     assert result.stdout.splitlines()[-1] == "2.0"
     warnings = [line for line in result.stderr.splitlines() if "was not published when torch was imported" in line]
     assert len(warnings) == 1 and "RuntimeWarning" in warnings[0] and "prefer must be" in warnings[0]
+
+
+def test_a_failure_under_warnings_as_errors_never_breaks_importing_torch():
+    """`python -W error`: the report goes to stderr instead of raising inside torch's import (which would leave
+    torch unimportable in the process)."""
+    code = ("import torch; print(json.dumps(state())); import torch as again; "
+            "print(again.ones(2).sum().item())")
+    result = fresh(code, TORCH_DLPACK_BRIDGE_PREFER="nonsense", PYTHONWARNINGS="error")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[-1] == "2.0"
+    reports = [line for line in result.stderr.splitlines() if "was not published when torch was imported" in line]
+    assert len(reports) == 1 and reports[0].startswith("RuntimeWarning: ") and "prefer must be" in reports[0]
+
+
+def test_warnings_as_errors_still_publish_when_nothing_fails():
+    state, stderr = fresh_json("import torch; print(json.dumps(state()))", PYTHONWARNINGS="error")
+    assert published_ours(state), stderr[-3000:]
+
+
+@pytest.mark.parametrize("prefer, published", [("bridge", True), ("nonsense", False)])
+def test_pytest_suite_with_filterwarnings_error_collects_and_runs(tmp_path, prefer, published):
+    """A user's suite with `filterwarnings = error` whose test module imports torch: it collects and passes
+    whether or not the table could be published."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
+    (tmp_path / "test_user.py").write_text(textwrap.dedent(f"""
+        import torch
+
+        def test_torch_works_and_the_table_is_as_expected():
+            assert torch.ones(3).sum().item() == 3.0
+            assert hasattr(torch.Tensor, "__c_dlpack_exchange_api__") is {published}
+            assert ("torch_dlpack_bridge" in __import__("sys").modules) is {published}
+    """))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DLPACK_BRIDGE_", "PYTHONPATH"))}
+    env["TORCH_DLPACK_BRIDGE_PREFER"] = prefer
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                            capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "1 passed" in result.stdout
+
+
+def test_find_spec_before_the_import_leaves_the_hook_armed():
+    """transformers, accelerate and others check `importlib.util.find_spec("torch")` before importing it."""
+    state, _ = fresh_json("""
+        import importlib.util
+        for _ in range(3):
+            assert importlib.util.find_spec("torch") is not None
+        import torch
+        print(json.dumps(state()))
+    """)
+    assert published_ours(state), state
+
+
+def test_find_spec_from_other_threads_before_and_during_the_import():
+    state, _ = fresh_json("""
+        import importlib.util, threading
+        stop = threading.Event()
+        def look_up():
+            while not stop.is_set():
+                importlib.util.find_spec("torch")
+        threads = [threading.Thread(target=look_up) for _ in range(2)]
+        for t in threads:
+            t.start()
+        import time; time.sleep(0.05)  # lookups before the import too
+        import torch
+        stop.set()
+        for t in threads:
+            t.join()
+        print(json.dumps(state()))
+    """)
+    assert published_ours(state), state
+
+
+def test_a_failed_import_of_torch_leaves_the_hook_armed_for_the_retry():
+    """torch's import fails on a missing dependency (typing_extensions, imported before torch._C), the user
+    fixes it, and imports torch again."""
+    state, _ = fresh_json("""
+        sys.modules["typing_extensions"] = None  # makes `import typing_extensions` raise ImportError
+        try:
+            import torch
+        except ImportError:
+            pass
+        else:
+            raise AssertionError("torch imported without typing_extensions")
+        assert "torch" not in sys.modules and "torch_dlpack_bridge" not in sys.modules
+        del sys.modules["typing_extensions"]
+        import torch
+        print(json.dumps(state()))
+    """)
+    assert published_ours(state), state
+
+
+def test_after_the_import_the_hook_leaves_no_trace_on_sys_meta_path_or_torchs_loader():
+    state, _ = fresh_json("""
+        import importlib.machinery
+        armed = [type(f).__name__ for f in sys.meta_path if type(f).__module__ == "_torch_dlpack_bridge_autoload"]
+        import torch
+        print(json.dumps(dict(state(), armed=armed,
+            left=[type(f).__name__ for f in sys.meta_path if type(f).__module__ == "_torch_dlpack_bridge_autoload"],
+            loader=type(torch.__loader__).__name__, spec_loader=type(torch.__spec__.loader).__name__)))
+    """)
+    assert published_ours(state), state
+    assert state["armed"] == ["_PublishAfterTorch"] and state["left"] == []
+    assert state["loader"] == state["spec_loader"] == "SourceFileLoader"
+
+
+def test_a_failed_publish_also_leaves_sys_meta_path():
+    result = fresh("""
+        import torch
+        print([type(f).__name__ for f in sys.meta_path if type(f).__module__ == "_torch_dlpack_bridge_autoload"])
+    """, TORCH_DLPACK_BRIDGE_PREFER="nonsense")
+    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "[]", result.stderr[-3000:]
+
+
+def test_a_loader_shared_with_other_modules_is_not_modified():
+    """A finder (ahead of the default ones) whose loader object serves several modules: the hook wraps the
+    spec's loader instead of patching that object, so only torch's import publishes."""
+    state, _ = fresh_json("""
+        import importlib.machinery, importlib.util
+        class SharedLoader:
+            def __init__(self):
+                self.executed = []
+            def create_module(self, spec):
+                return None
+            def exec_module(self, module):
+                self.executed.append(module.__name__)
+                if module.__name__ == "torch":
+                    self.real.exec_module(module)
+        shared = SharedLoader()
+        class Finder:
+            def find_spec(self, name, path=None, target=None):
+                if name not in ("torch", "shared_loader_other"):
+                    return None
+                if name == "torch":
+                    real = importlib.machinery.PathFinder.find_spec(name, path)
+                    shared.real = real.loader
+                    return importlib.util.spec_from_file_location(
+                        name, real.origin, loader=shared,
+                        submodule_search_locations=real.submodule_search_locations)
+                return importlib.util.spec_from_loader(name, shared)
+        sys.meta_path.insert(1, Finder())  # after the hook, before the default finders
+        import torch
+        import shared_loader_other
+        print(json.dumps(dict(state(), patched="exec_module" in vars(shared), executed=shared.executed)))
+    """)
+    assert published_ours(state), state
+    assert state["patched"] is False and state["executed"] == ["torch", "shared_loader_other"]
 
 
 def test_tvm_ffi_imported_first_uses_this_projects_table_and_compiles_nothing(tmp_path):

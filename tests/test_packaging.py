@@ -42,7 +42,8 @@ def test_isolated_build_from_sdist_ships_no_table_library_but_its_sources(isolat
         assert f"torch_dlpack_bridge/include/torch_dlpack_bridge/{header}" in names
     assert "torch_dlpack_bridge/cmake/torch_dlpack_bridgeConfig.cmake" in names
     assert "torch_dlpack_bridge/_probe.abi3.so" in names
-    assert "torch_dlpack_bridge_autoload.pth" in names and "_torch_dlpack_bridge_autoload.py" in names
+    assert {"torch_dlpack_bridge_autoload.pth", "torch_dlpack_bridge_autoload.start",
+            "_torch_dlpack_bridge_autoload.py"} <= set(names)
     assert not [n for n in names if n.startswith("torch_dlpack_bridge/_autoload/")], "the hook ships once, at the top"
 
 

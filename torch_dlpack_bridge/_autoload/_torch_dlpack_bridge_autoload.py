@@ -2,10 +2,16 @@
 environment, whatever imports torch and in which order (a consumer such as tvm-ffi that looks for the table
 when it first meets torch then finds it).
 
-Installed at the top of site-packages with torch_dlpack_bridge_autoload.pth, which imports this module at
-interpreter start-up. It does not import torch: it puts a finder first on sys.meta_path that answers only for
-"torch", lets the other finders find it, and runs ``import torch_dlpack_bridge`` right after torch's own module
-has executed. Nothing here may break start-up or torch's import: a failure becomes one warning.
+Installed at the top of site-packages with two start-up files that call :func:`install` at interpreter
+start-up: torch_dlpack_bridge_autoload.pth (an import line, what CPython up to 3.14 runs) and
+torch_dlpack_bridge_autoload.start (a PEP 829 entry point: from 3.15 it replaces the .pth file's import line,
+which later CPythons ignore). Either way the hook is installed once. It does not import torch: it puts a
+finder first on sys.meta_path that answers only for "torch", asks the finders after it for torch's spec, and
+hands out that spec with a loader that runs ``import torch_dlpack_bridge`` right after torch's own module has
+executed successfully. So an earlier ``importlib.util.find_spec("torch")`` (from any thread) or a failed
+import of torch leaves the hook armed for the real import; once torch is imported it leaves sys.meta_path.
+Nothing here may break start-up or torch's import, whatever the warning filters: a failure is reported once,
+as a RuntimeWarning, or on stderr where a filter would turn that warning into an exception.
 
 ``TORCH_DLPACK_BRIDGE_AUTOLOAD=0`` turns it off (then ``import torch_dlpack_bridge`` publishes the table, as
 before). ``TORCH_DLPACK_BRIDGE_PREFER`` applies as it does to an explicit import.
@@ -22,39 +28,82 @@ class _PublishAfterTorch:
         if name != "torch":
             return None
         try:
-            sys.meta_path.remove(self)  # once: the next lookup of "torch" (or ours, below) skips this finder
-            import importlib.util
-
-            spec = importlib.util.find_spec("torch")
-            exec_module = getattr(spec.loader, "exec_module", None) if spec is not None else None
-            if exec_module is None:
+            spec = _spec_from_other_finders(self, name, path, target)
+            if spec is None or not hasattr(spec.loader, "exec_module"):
                 return spec
-
-            def exec_then_publish(module):
-                exec_module(module)  # torch's own import; its errors propagate as usual
-                _publish()
-
-            spec.loader.exec_module = exec_then_publish
+            spec.loader = _PublishingLoader(spec.loader)  # this spec is new: no one else holds its loader
             return spec
         except Exception as error:  # never in the way of importing torch
-            _warn(error)
+            _report(error)
             return None
+
+
+def _spec_from_other_finders(hook, name, path, target):
+    """What the import system would find for `name` without this hook."""
+    for finder in list(sys.meta_path):
+        find_spec = getattr(finder, "find_spec", None)
+        if finder is hook or isinstance(finder, _PublishAfterTorch) or find_spec is None:
+            continue
+        spec = find_spec(name, path, target)
+        if spec is not None:
+            return spec
+    return None
+
+
+class _PublishingLoader:
+    """Wraps torch's loader: runs it, then publishes the table. Everything else is the wrapped loader's."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def __getattr__(self, attr):
+        return getattr(self._loader, attr)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)  # torch's own import; a failure propagates and leaves the hook armed
+        # torch's module now carries its own loader again, as if no hook had been there.
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self._loader
+        if getattr(getattr(module, "__spec__", None), "loader", None) is self:
+            module.__spec__.loader = self._loader
+        _uninstall()
+        _publish()
 
 
 def _publish():
     try:
         import torch_dlpack_bridge  # noqa: F401  (its import publishes the table)
     except Exception as error:
-        _warn(error)
+        _report(error)
 
 
-def _warn(error):
-    import warnings
+def _report(error):
+    """One RuntimeWarning; on stderr instead when a warning filter turns it into an exception (``-W error``,
+    pytest's ``filterwarnings = error``), which inside torch's import would leave torch unimportable."""
+    message = (f"torch_dlpack_bridge: the exchange table was not published when torch was imported: "
+               f"{type(error).__name__}: {error} (TORCH_DLPACK_BRIDGE_AUTOLOAD=0 turns this hook off)")
+    try:
+        import warnings
 
-    warnings.warn(f"torch_dlpack_bridge: the exchange table was not published when torch was imported: "
-                  f"{type(error).__name__}: {error} (TORCH_DLPACK_BRIDGE_AUTOLOAD=0 turns this hook off)",
-                  RuntimeWarning, stacklevel=2)
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+    except Exception:
+        try:
+            sys.stderr.write(f"RuntimeWarning: {message}\n")
+        except Exception:
+            pass
 
 
-if os.environ.get("TORCH_DLPACK_BRIDGE_AUTOLOAD", "1") != "0" and "torch" not in sys.modules:
+def _uninstall():
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _PublishAfterTorch)]
+
+
+def install():
+    """Puts the finder first on sys.meta_path, unless it is there already, torch is imported already, or
+    ``TORCH_DLPACK_BRIDGE_AUTOLOAD=0``. Safe to call more than once."""
+    if (os.environ.get("TORCH_DLPACK_BRIDGE_AUTOLOAD", "1") == "0" or "torch" in sys.modules
+            or any(isinstance(finder, _PublishAfterTorch) for finder in sys.meta_path)):
+        return
     sys.meta_path.insert(0, _PublishAfterTorch())
