@@ -417,6 +417,8 @@ MALFORMED = {
     "overflowing_element_count": (dict(shape=[2 ** 62, 4], strides=[4, 1]), ValueError, "overflows"),
     "overflowing_extent": (dict(shape=[2, 2], strides=[2 ** 62, 1]), ValueError, "overflows"),
     "overflowing_byte_count": (dict(shape=[2 ** 62], strides=[1]), ValueError, "overflows"),
+    # 2**61 float32s span 2**63 bytes: no uint64 overflow, but past int64 (torch's nbytes would be negative)
+    "byte_span_past_2_63": (dict(shape=[2 ** 61], strides=[1]), ValueError, "overflows"),
     "overflowing_dims_before_a_zero": (dict(shape=[2 ** 40, 2 ** 40, 0], strides=[0, 0, 0]), ValueError,
                                        "overflows"),
     "overflowing_row_major_strides_of_1_1": (dict(shape=[0, 2 ** 40, 2 ** 40], strides=None, version=(1, 1)),
