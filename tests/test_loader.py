@@ -9,6 +9,7 @@ the loader sees a patch upgrade or a nightly without installing one.
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import textwrap
@@ -93,13 +94,19 @@ def test_uncovered_torch_builds_once_under_a_lock_then_reuses_the_cache(cache):
     waits on the lock and loads the result; a third loads from the cache without a word."""
     script = IMPORT_AS.replace("sys.argv[1]", repr(NIGHTLY))
     procs = [subprocess.Popen([sys.executable, "-c", script], env=python_env(**cache), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+                              stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.umask(0))
+             for _ in range(2)]  # umask 000: what is created must still be private
     outputs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outputs]
     states = [json.loads(out.splitlines()[-1]) for out, _ in outputs]
     progress = [line for _, err in outputs for line in err.splitlines() if "building the exchange table" in line]
     assert len(progress) == 1, progress
     assert f"for torch {NIGHTLY}, first import only, about " in progress[0]
+    folder = os.path.dirname(states[0]["library"])
+    for path in (cache["TORCH_DLPACK_BRIDGE_CACHE"], folder):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700, path
+    for name in (os.path.basename(states[0]["library"]), "build.log", ".lock"):
+        assert not os.stat(os.path.join(folder, name)).st_mode & 0o022, name
     assert sorted(s["origin"] for s in states) == ["build", "cache"]
     assert all(s["view_ok"] and s["provider"] == "torch_dlpack_bridge" for s in states)
     assert states[0]["library"].startswith(cache["TORCH_DLPACK_BRIDGE_CACHE"])
@@ -135,3 +142,190 @@ def test_library_built_for_another_torch_is_refused_not_loaded_blindly(cache, mo
     state, _ = import_as(other, TORCH_DLPACK_BRIDGE_BUILD="0", **cache)
     message = state["import_error"]
     assert f"was built for torch {MINOR}." in message and f"not for the running torch {other}" in message
+
+
+# ---- the cache: nobody else's, never followed through links, rebuilt when broken --------------------------
+
+def plant(folder, name, marker=None, mode=0o755):
+    """Compiles a shared library (no table symbols) at folder/name; loading it writes `marker` if given."""
+    os.makedirs(folder, exist_ok=True)
+    source = os.path.join(folder, "planted.c")
+    with open(source, "w") as f:
+        f.write("#include <stdio.h>\n__attribute__((constructor)) static void run(void) {\n")
+        if marker:
+            f.write(f'  FILE* f = fopen("{marker}", "w"); if (f) fclose(f);\n')
+        f.write("}\nint not_a_table = 1;\n")
+    path = os.path.join(folder, name)
+    subprocess.run(["cc", "-shared", "-fPIC", source, "-o", path], check=True)
+    os.remove(source)
+    os.chmod(path, mode)
+    return path
+
+
+def nightly_folder(cache):
+    target = _build.TorchTarget(NIGHTLY, bool(torch._C._GLIBCXX_USE_CXX11_ABI), False, "/")
+    root = cache["TORCH_DLPACK_BRIDGE_CACHE"]
+    folder = _loader.cache_dir(target, torch_dlpack_bridge.__version__).replace(_loader.cache_root(), root, 1)
+    return folder, target.library_name
+
+
+def test_relative_cache_paths_are_refused_or_ignored(monkeypatch, tmp_path):
+    """A relative TORCH_DLPACK_BRIDGE_CACHE is an ImportError (the library loaded would depend on the working
+    directory); a relative XDG_CACHE_HOME is ignored, as the XDG spec says."""
+    state, _ = import_as(NIGHTLY, TORCH_DLPACK_BRIDGE_CACHE="relative/cache")
+    assert "TORCH_DLPACK_BRIDGE_CACHE='relative/cache' is a relative path" in state["import_error"]
+    monkeypatch.delenv("TORCH_DLPACK_BRIDGE_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")
+    assert _loader.cache_root() == str(tmp_path / ".cache" / "torch_dlpack_bridge")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _loader.cache_root() == str(tmp_path / "xdg" / "torch_dlpack_bridge")
+
+
+@pytest.mark.parametrize("plant_how", ["group-writable root", "world-writable folder", "other owner", "symlink"])
+def test_planted_library_in_an_untrusted_cache_never_runs(cache, tmp_path, plant_how):
+    """Another local user who can write to the cache (umask 000 before, a shared cache root) plants a library
+    there: it is never loaded; the ImportError (building is off) says why."""
+    folder, name = nightly_folder(cache)
+    marker = tmp_path / "planted-library-ran"
+    if plant_how == "symlink":  # the library is a link to a file elsewhere
+        elsewhere = plant(str(tmp_path / "elsewhere"), name, str(marker))
+        os.makedirs(folder, mode=0o700)
+        os.chmod(cache["TORCH_DLPACK_BRIDGE_CACHE"], 0o700)
+        os.symlink(elsewhere, os.path.join(folder, name))
+        why = "is a symbolic link"
+    else:
+        plant(folder, name, str(marker))
+        for path in (cache["TORCH_DLPACK_BRIDGE_CACHE"], folder):
+            os.chmod(path, 0o700)
+        if plant_how == "group-writable root":
+            os.chmod(cache["TORCH_DLPACK_BRIDGE_CACHE"], 0o770)
+            why = "is writable by group or others (mode 770)"
+        elif plant_how == "world-writable folder":
+            os.chmod(folder, 0o777)
+            why = "is writable by group or others (mode 777)"
+        else:
+            if os.geteuid() != 0:
+                pytest.skip("giving a file to another user needs root")
+            os.chown(folder, 65534, 65534)
+            why = f"belongs to uid 65534, not to this user (uid {os.geteuid()})"
+    state, _ = import_as(NIGHTLY, TORCH_DLPACK_BRIDGE_BUILD="0", **cache)
+    assert why in state["import_error"] and "forbids building one" in state["import_error"], state
+    assert not marker.exists(), "the planted library was loaded"
+
+
+def test_unusable_cache_root_builds_into_a_private_temporary_folder(tmp_path):
+    """A cache root that cannot be created (here: under a file; a read-only HOME alike) is no failure: the
+    table is built for this process alone, in a private folder removed once the library is loaded."""
+    (tmp_path / "a_file").write_text("")
+    root = str(tmp_path / "a_file" / "cache")
+    state, stderr = import_as(NIGHTLY, TORCH_DLPACK_BRIDGE_CACHE=root)
+    assert state["origin"] == "private" and state["provider"] == "torch_dlpack_bridge" and state["view_ok"], state
+    progress = [line for line in stderr.splitlines() if "building the exchange table" in line]
+    assert len(progress) == 1 and "for this process only" in progress[0], stderr
+    assert "into a private temporary folder" in progress[0] and f"cannot use {tmp_path / 'a_file'}" in progress[0]
+    assert not os.path.exists(os.path.dirname(state["library"])), "the private folder is removed after loading"
+
+
+def test_broken_cached_library_is_rebuilt_once(cache):
+    """A cached library that loads but is not a table library (a truncated or foreign file) is rebuilt, once,
+    and the rebuilt library is the one loaded (not the broken one still mapped under the same name)."""
+    folder, name = nightly_folder(cache)
+    plant(folder, name)
+    for path in (cache["TORCH_DLPACK_BRIDGE_CACHE"], folder):
+        os.chmod(path, 0o700)
+    state, stderr = import_as(NIGHTLY, **cache)
+    assert state["origin"] == "build" and state["view_ok"] and state["provider"] == "torch_dlpack_bridge", state
+    progress = [line for line in stderr.splitlines() if "building the exchange table" in line]
+    assert len(progress) == 1 and "again (" in progress[0] and "is not a table library" in progress[0], stderr
+    again, stderr = import_as(NIGHTLY, **cache)
+    assert again["origin"] == "cache" and "building" not in stderr
+
+
+def test_empty_cached_library_with_building_off_is_an_import_error(cache):
+    folder, name = nightly_folder(cache)
+    os.makedirs(folder, mode=0o700)
+    os.chmod(cache["TORCH_DLPACK_BRIDGE_CACHE"], 0o700)
+    open(os.path.join(folder, name), "w").close()
+    state, _ = import_as(NIGHTLY, TORCH_DLPACK_BRIDGE_BUILD="0", **cache)
+    assert "is empty or not a file" in state["import_error"] and "forbids rebuilding it" in state["import_error"]
+
+
+def fake_compiler(tmp_path, body):
+    script = tmp_path / "fake-c++"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize("link", ["build.log", ".lock"])
+def test_cache_files_are_never_opened_through_a_symbolic_link(cache, tmp_path, link):
+    """A link planted at build.log or .lock (pointing at a file of the user's) is not written through: the
+    build moves to a private folder instead."""
+    folder, _ = nightly_folder(cache)
+    os.makedirs(folder, mode=0o700)
+    os.chmod(cache["TORCH_DLPACK_BRIDGE_CACHE"], 0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    os.symlink(victim, os.path.join(folder, link))
+    state, stderr = import_as(NIGHTLY, CXX=fake_compiler(tmp_path, "exit 1\n"), **cache)
+    assert victim.read_text() == "precious"
+    assert f"{folder}/{link}" in stderr and "private temporary folder" in stderr, stderr
+    assert "building the exchange table for torch" in state["import_error"] and "failed" in state["import_error"]
+
+
+def test_hung_compiler_is_an_import_error_naming_the_log(cache, tmp_path):
+    import time
+
+    start = time.monotonic()
+    state, _ = import_as(NIGHTLY, CXX=fake_compiler(tmp_path, "sleep 60\n"),
+                         TORCH_DLPACK_BRIDGE_BUILD_TIMEOUT="1", **cache)
+    message = state["import_error"]
+    assert "timed out after 1 s" in message and "TORCH_DLPACK_BRIDGE_BUILD_TIMEOUT sets the limit" in message
+    folder, _ = nightly_folder(cache)
+    assert f"(log: {folder}/build.log)" in message
+    assert time.monotonic() - start < 40
+
+
+def test_missing_python_headers_are_an_import_error_naming_the_package(cache):
+    """A Python without its development headers cannot build at import: say which package has them."""
+    code = ("import sysconfig; real = sysconfig.get_paths\n"
+            "sysconfig.get_paths = lambda *a, **k: dict(real(*a, **k), include='/nonexistent/include')\n")
+    result = run_python(code + IMPORT_AS.replace("sys.argv[1]", repr(NIGHTLY)), **cache)
+    message = json.loads(result.stdout.splitlines()[-1])["import_error"]
+    version = "{}.{}".format(*sys.version_info[:2])
+    assert "needs Python's C headers, which are missing (/nonexistent/include/Python.h)" in message
+    assert f"python{version}-dev" in message and f"python{version}-devel" in message
+
+
+def test_library_for_the_other_cxx11_abi_is_refused(cache):
+    """torch reports the other C++ ABI (as a pre-C++11-ABI wheel of the same torch would): the library built
+    for this one, found under the other's name in the cache, is an ImportError naming both ABIs."""
+    abi = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+    target = _build.TorchTarget(NIGHTLY, not abi, False, "/")
+    folder = _loader.cache_dir(target, torch_dlpack_bridge.__version__).replace(
+        _loader.cache_root(), cache["TORCH_DLPACK_BRIDGE_CACHE"], 1)
+    os.makedirs(folder, mode=0o700)
+    os.chmod(cache["TORCH_DLPACK_BRIDGE_CACHE"], 0o700)
+    shutil.copy(torch_dlpack_bridge.build_info()["library"], os.path.join(folder, target.library_name))
+    code = f"import torch; torch._C._GLIBCXX_USE_CXX11_ABI = {not abi}\n"
+    result = run_python(code + IMPORT_AS.replace("sys.argv[1]", repr(NIGHTLY)), TORCH_DLPACK_BRIDGE_BUILD="0",
+                        **cache)
+    message = json.loads(result.stdout.splitlines()[-1])["import_error"]
+    assert f"(C++11 ABI {abi}), not for the running torch {NIGHTLY} (C++11 ABI {not abi})" in message
+
+
+def test_compile_table_links_under_a_temporary_name_fsyncs_then_renames(tmp_path, monkeypatch):
+    compiler = fake_compiler(tmp_path, 'while [ $# -gt 0 ]; do [ "$1" = -o ] && printf x > "$2"; shift; done\n')
+    monkeypatch.setenv("CXX", compiler)
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
+                                                 real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", a, b)), real_replace(a, b))[1])
+    out = tmp_path / "lib" / "libtdb_test.so"
+    _build.compile_table(_build.installed_torch(), str(out))
+    (fsynced, linked), replaced, synced_dir = events
+    assert fsynced == "fsync" and replaced == ("replace", linked, str(out)) and synced_dir == ("fsync", str(out.parent))
+    assert os.path.dirname(os.path.dirname(linked)) == str(out.parent), "linked in the output's folder"
+    assert out.read_text() == "x" and stat.S_IMODE(out.stat().st_mode) == 0o755

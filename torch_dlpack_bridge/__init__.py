@@ -73,7 +73,8 @@ def exchange_api_address() -> int:
 def build_info() -> Dict[str, Any]:
     """What the loaded table library was compiled against (torch version, C++ ABI, compiler, DLPack version),
     where it is and where it came from: ``"shipped"`` (prebuilt in the wheel or built at install), ``"cache"``
-    (built at an earlier import) or ``"build"`` (built by this import).
+    (built at an earlier import), ``"build"`` (built by this import into the cache) or ``"private"`` (built by
+    this import into a temporary folder, since removed, because the cache could not be used).
 
     >>> torch_dlpack_bridge.build_info()["torch_version"].split(".")[:2] == torch.__version__.split(".")[:2]
     True

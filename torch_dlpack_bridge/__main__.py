@@ -27,7 +27,8 @@ CPU = (1, 0)
 def status() -> None:
     info = bridge.build_info()
     origin = {"shipped": "installed with the package", "cache": "built at an earlier import",
-              "build": "built by this import"}[info["origin"]]
+              "build": "built by this import",
+              "private": "built by this import into a temporary folder (the cache could not be used)"}[info["origin"]]
     print(f"torch {torch.__version__}; torch_dlpack_bridge {bridge.__version__}, table library {origin}, built "
           f"against torch {info['torch_version']} (C++11 ABI {info['cxx11_abi']}, gcc {info['compiler']}, "
           f"DLPack {info['dlpack_version'][0]}.{info['dlpack_version'][1]})\n  {info['library']}")

@@ -135,9 +135,14 @@ def warning_and_optimisation_flags() -> List[str]:
     return ["-O3", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 
 
-def compile_flags(target: TorchTarget) -> List[str]:
+def python_include_dir() -> str:
+    """Where this Python's C headers (Python.h) are, or would be: a distribution's python3.X-dev package."""
     import sysconfig  # here, not at the top: it alone would double the package's import time
 
+    return sysconfig.get_paths()["include"]
+
+
+def compile_flags(target: TorchTarget) -> List[str]:
     # torch >= 2.10 builds its extensions as C++20 and its headers may rely on it; older headers want C++17.
     std = "c++20" if target.minor >= (2, 10) else "c++17"
     include = os.path.join(target.root, "include")
@@ -147,7 +152,7 @@ def compile_flags(target: TorchTarget) -> List[str]:
     return [f"-std={std}", "-fPIC", "-fvisibility=hidden", f"-D_GLIBCXX_USE_CXX11_ABI={int(target.cxx11_abi)}",
             "-D__libc_single_threaded=tdb_libc_single_threaded",
             "-isystem", include, "-isystem", os.path.join(include, "torch", "csrc", "api", "include"),
-            "-isystem", sysconfig.get_paths()["include"], "-I", os.path.join(PACKAGE_DIR, "include"),
+            "-isystem", python_include_dir(), "-I", os.path.join(PACKAGE_DIR, "include"),
             ] + warning_and_optimisation_flags()
 
 
@@ -160,9 +165,11 @@ def link_flags(target: TorchTarget) -> List[str]:
 
 
 def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, src: Optional[str] = None,
-                  log=None) -> str:
-    """Compiles and links the table library for `target` into `output` (atomically: a half-written file is
-    never seen under that name). Raises RuntimeError with the compiler's output if it fails."""
+                  log=None, timeout: Optional[float] = None) -> str:
+    """Compiles and links the table library for `target` into `output` (atomically and durably: linked under
+    a temporary name in the same folder, fsynced, then renamed, so a crash never leaves a half-written file
+    under that name). Raises RuntimeError with the compiler's output if it fails, or if one compiler command
+    runs longer than `timeout` seconds."""
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
@@ -177,26 +184,50 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
 
         def compile_one(source: str) -> str:
             obj = os.path.join(tmp, os.path.basename(source) + ".o")
-            run([cxx, *flags, "-c", source, "-o", obj], log)
+            run([cxx, *flags, "-c", source, "-o", obj], log, timeout)
             return obj
 
         def check_declarations() -> None:
-            run([cxx, *flags, "-fsyntax-only", os.path.join(src, "torch_python_check.cc")], log)
+            run([cxx, *flags, "-fsyntax-only", os.path.join(src, "torch_python_check.cc")], log, timeout)
 
-        with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        pool = ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1)
+        try:
             checked = pool.submit(check_declarations)
             objects = list(pool.map(compile_one, sources))
             checked.result()
+        finally:
+            pool.shutdown(cancel_futures=True)  # after a failure, the sources not started yet are not compiled
         linked = os.path.join(tmp, os.path.basename(output))
-        run([cxx, *objects, "-o", linked, *link_flags(target)], log)
+        run([cxx, *objects, "-o", linked, *link_flags(target)], log, timeout)
+        os.chmod(linked, 0o755)  # whatever the umask: the loader refuses a library others could rewrite
+        fsync(linked)
         os.replace(linked, output)
+        fsync(os.path.dirname(os.path.abspath(output)))  # the rename itself
     return output
 
 
-def run(command: Sequence[str], log=None) -> None:
+class BuildTimeout(RuntimeError):
+    """A compiler command ran past its time limit and was killed."""
+
+
+def fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def run(command: Sequence[str], log=None, timeout: Optional[float] = None) -> None:
     import subprocess
 
-    result = subprocess.run(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        result = subprocess.run(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        if log is not None:
+            log.write(" ".join(command) + f"\ntimed out after {timeout:g} s\n")
+        raise BuildTimeout(f"{' '.join(command)}\ntimed out after {timeout:g} s (killed)") from None
     if log is not None:
         log.write(" ".join(command) + "\n" + result.stdout)
     if result.returncode != 0:
