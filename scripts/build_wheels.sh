@@ -4,14 +4,45 @@
 # --no-deps; only its headers and the libraries the table links are unpacked), then tagged with the manylinux
 # policy auditwheel finds for it. No torch is installed or imported.
 #
-# Usage: scripts/build_wheels.sh [torch versions...]   (default: the newest patch of every minor 2.4 ... 2.15)
-# Env: TDB_RELEASE_CACHE  downloaded and unpacked torch wheels (default ~/.cache/torch_dlpack_bridge-release)
+# Usage: scripts/build_wheels.sh [--arch x86_64|aarch64] [torch versions...]
+#        (default: this machine's x86_64; the newest patch of every minor 2.4 ... 2.15)
+# --arch aarch64 cross-builds on x86_64 (Linux aarch64: Grace GH200/GB200, Arm servers) against torch's aarch64
+# wheels, with Debian's cross compiler and the aarch64 CPython headers of scripts/aarch64_env.sh (made once).
+# Each architecture's wheel replaces only the previous wheel of that architecture in the wheel folder.
+# Env: TDB_RELEASE_CACHE  downloaded and unpacked torch wheels (default ~/.cache/torch_dlpack_bridge-release;
+#                         aarch64 ones under its aarch64/)
 #      TDB_WHEEL_DIR      where the wheel goes (default wheelhouse/ in the checkout, ignored by git)
 #      MAX_JOBS           parallel compiler processes per torch (default: all cores)
-# Needs: python with pip, setuptools>=77, wheel and auditwheel; a C++ compiler.
+# Needs: python with pip, setuptools>=77, wheel and auditwheel; a C++ compiler (for aarch64: root and Debian 12,
+# see scripts/aarch64_env.sh).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+arch=x86_64
+if [ "${1:-}" = --arch ]; then arch=${2:?--arch needs x86_64 or aarch64}; shift 2; fi
+case "$arch" in
+  x86_64) [ "$(uname -m)" = x86_64 ] || { echo "build on x86_64 (this is $(uname -m))" >&2; exit 2; } ;;
+  aarch64) ;;
+  *) echo "--arch: x86_64 or aarch64, not $arch" >&2; exit 2 ;;
+esac
 cache=${TDB_RELEASE_CACHE:-$HOME/.cache/torch_dlpack_bridge-release}
+platform=()
+nm=nm
+if [ "$arch" = aarch64 ]; then
+  cache=$cache/aarch64
+  # torch's aarch64 wheels are manylinux2014 (2.4, 2.5) or manylinux_2_28 (2.6 on).
+  platform=(--platform manylinux_2_28_aarch64 --platform manylinux_2_17_aarch64 --platform manylinux2014_aarch64
+            --implementation cp)
+  env=$("$repo/scripts/aarch64_env.sh")
+  nm=aarch64-linux-gnu-nm
+  # The cross compiler, wrapped to put the aarch64 CPython headers ahead of the build Python's own: CXX for the
+  # table (torch_dlpack_bridge/_build.py) and the probe (setuptools compiles C++ with CXX; it gets the headers
+  # from the extra setuptools config below, which also names the platform).
+  export CXX=$env/toolchain/bin/c++ CC=$env/toolchain/bin/gcc LDSHARED="$env/toolchain/bin/gcc -shared"
+  extra_config=$(mktemp /tmp/tdb-release-cfg.XXXXXX)
+  printf '[build_ext]\ninclude_dirs = %s\n[bdist_wheel]\nplat_name = linux_aarch64\n' \
+    "$env/sysroot/usr/include/python3.11:$env/sysroot/usr/include" > "$extra_config"
+  export DIST_EXTRA_CONFIG=$extra_config
+fi
 out=${TDB_WHEEL_DIR:-$repo/wheelhouse}
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(2.4.1 2.5.1 2.6.0 2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0)
@@ -25,7 +56,8 @@ for v in "${versions[@]}"; do
   if [ ! -f "$site/torch/version.py" ]; then
     wheel=$(torch_wheel "$v")
     if [ -z "$wheel" ]; then
-      python -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 "torch==$v" -d "$cache/wheels"
+      python -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 ${platform[@]+"${platform[@]}"} \
+        "torch==$v" -d "$cache/wheels"
       wheel=$(torch_wheel "$v")
     fi
     echo "unpacking $(basename "$wheel")"
@@ -44,7 +76,7 @@ done
 
 # Build from the tracked sources only: a developer's in-place build (torch_dlpack_bridge/_lib) stays out.
 src=$(mktemp -d /tmp/tdb-release-src.XXXXXX)
-trap 'rm -rf "$src"' EXIT
+trap 'rm -rf "$src" ${extra_config:+"$extra_config"}' EXIT
 (cd "$repo" && git ls-files | tar -cf - -T -) | tar -xf - -C "$src"
 raw="$src/dist" && mkdir -p "$raw"
 start=$SECONDS
@@ -53,18 +85,24 @@ start=$SECONDS
 echo "built ${#sites[@]} table libraries in $((SECONDS - start)) s"
 # What each library needs from CPython (U: must exist in every CPython 3.9+, w: weak, either may be absent);
 # scripts/wheel_matrix.sh loads them under each Python to prove it.
-echo "CPython C API used by the table libraries: $(nm -D --undefined-only "$src"/build/lib*/torch_dlpack_bridge/_lib/*.so |
+echo "CPython C API used by the table libraries: $($nm -D --undefined-only "$src"/build/lib*/torch_dlpack_bridge/_lib/*.so |
   awk '$2 ~ /^_?Py/ {print $1 ":" $2}' | sort -u | tr '\n' ' ')"
 built=("$raw"/*.whl)
 wheel=${built[0]}
+# Every shared object in the wheel is for the architecture asked for (readelf -h reads any ELF).
+machine=$([ "$arch" = aarch64 ] && echo AArch64 || echo X86-64)
+for so in "$src"/build/lib*/torch_dlpack_bridge/_probe*.so "$src"/build/lib*/torch_dlpack_bridge/_lib/*.so; do
+  readelf -h "$so" | grep -qE "Machine: .*$machine\$" || { echo "$so is not $arch" >&2; exit 1; }
+done
 
 # The platform tag the libraries' glibc/libstdc++ symbol versions allow. torch's own libraries are the
 # environment the table is loaded into, not something the wheel may bundle, so they are excluded.
-policy=$(python -m auditwheel show "$wheel" 2>&1 | tr '\n' ' ' | grep -oE 'manylinux_[0-9]+_[0-9]+_x86_64' | head -n 1)
+policy=$(python -m auditwheel show "$wheel" 2>&1 | tr '\n' ' ' | grep -oE "manylinux_[0-9]+_[0-9]+_$arch" | head -n 1)
 [ -n "$policy" ] || { python -m auditwheel show "$wheel"; echo "auditwheel found no manylinux policy" >&2; exit 1; }
+python -m auditwheel show "$wheel" | tr '\n' ' ' | grep -oE 'constrains the platform tag to "[^"]+"' || true
 python -m wheel tags --remove --platform-tag "$policy" "$wheel" > /dev/null
-rm -f "$out"/torch_dlpack_bridge-*.whl
+rm -f "$out"/torch_dlpack_bridge-*_"$arch".whl
 mv "$raw"/*.whl "$out/"
-final=("$out"/torch_dlpack_bridge-*.whl)
+final=("$out"/torch_dlpack_bridge-*_"$arch".whl)
 echo "$final ($(du -k "$final" | cut -f1) KiB):"
 python -m zipfile -l "$final" | grep -E '_lib/|_probe'

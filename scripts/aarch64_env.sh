@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Linux aarch64 on this x86_64 machine: Debian's cross compiler for the release build (scripts/build_wheels.sh
+# --arch aarch64) and an emulated aarch64 CPython 3.11 for the matrix (scripts/wheel_matrix.sh aarch64 rows).
+# Made once into a cache folder outside the checkout; later calls only print where it is. Needs root (apt,
+# and the user + mount namespace the emulated programs run in) and Debian 12 (bookworm) with its mirrors.
+#
+# Usage: scripts/aarch64_env.sh                  make it (toolchain, sysroot, runner) if not made; print the folder
+#        scripts/aarch64_env.sh venv DIR         a fresh venv folder for the emulated python (DIR/bin/python3.11,
+#                                                DIR/lib/python3.11/site-packages); fill it with `pip install
+#                                                --target` and the platform flags `scripts/aarch64_env.sh pipflags`
+#        scripts/aarch64_env.sh pipflags         pip's flags for aarch64 CPython 3.11 wheels
+# Env:   TDB_AARCH64_CACHE (default ~/.cache/torch_dlpack_bridge-aarch64)
+#
+# What it makes there:
+#   sysroot/       Debian 12 arm64 .debs unpacked (glibc, libstdc++, CPython 3.11 and its headers); never
+#                  `apt-get install pkg:arm64`, which can replace the host's python3 and libc
+#   bin/aarch64-run CMD...   runs CMD in a private user + mount namespace where aarch64 programs run under
+#                  qemu-user (a binfmt_misc instance of that namespace, Linux >= 6.7, so a subprocess the emulated
+#                  Python starts is emulated too, and x86_64 programs it starts, such as a compiler, run natively),
+#                  and /proc/cpuinfo shows an arm64 CPU (torch's cpuinfo crashes on the host's x86 one under qemu 7.2)
+#   bin/python3.11 the emulated CPython (through aarch64-run)
+#   toolchain/bin/{c++,g++,cc,gcc}  what the emulated machine's native compiler would be: the cross compiler,
+#                  with the sysroot's Python headers first (put it first on PATH to let a build at import find it)
+set -euo pipefail
+cache=${TDB_AARCH64_CACHE:-$HOME/.cache/torch_dlpack_bridge-aarch64}
+sysroot=$cache/sysroot
+
+pipflags() {
+  # The registry's aarch64 torch and its nvidia-* dependencies carry several manylinux tags: list them all.
+  local m
+  for m in $(seq 17 28); do printf -- '--platform manylinux_2_%s_aarch64 ' "$m"; done
+  printf -- '--platform manylinux2014_aarch64 --platform linux_aarch64 --only-binary=:all: '
+  printf -- '--python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none\n'
+}
+
+make_venv() {
+  # A venv of the emulated python by hand (its own venv module would link to /usr/bin/python3.11, which is the
+  # host's x86_64 python outside qemu): a copy of the interpreter and pyvenv.cfg, so sys.executable is an
+  # aarch64 program the tests can start again.
+  local dir=$1
+  rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib/python3.11/site-packages"
+  cp "$sysroot/usr/bin/python3.11" "$dir/bin/python3.11"
+  ln -s python3.11 "$dir/bin/python3" && ln -s python3.11 "$dir/bin/python"
+  printf 'home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11\n' > "$dir/pyvenv.cfg"
+}
+
+case "${1:-make}" in
+  pipflags) pipflags; exit 0 ;;
+  venv) [ -x "$cache/bin/aarch64-run" ] || "$0" > /dev/null; make_venv "$2"; exit 0 ;;
+  make) ;;
+  *) sed -n '2,25p' "$0" >&2; exit 2 ;;
+esac
+
+export DEBIAN_FRONTEND=noninteractive
+start=$SECONDS
+if ! command -v qemu-aarch64 > /dev/null || ! command -v aarch64-linux-gnu-g++ > /dev/null; then
+  apt-get update -qq && apt-get install -y -qq qemu-user g++-aarch64-linux-gnu binutils-aarch64-linux-gnu > /dev/null
+fi
+if [ ! -f "$cache/.complete" ]; then
+  dpkg --print-foreign-architectures | grep -qx arm64 || { dpkg --add-architecture arm64 && apt-get update -qq; }
+  rm -rf "$cache/debs" "$sysroot" && mkdir -p "$cache/debs" "$sysroot"
+  (cd "$cache/debs" && apt-get download -q -o APT::Sandbox::User=root $(for p in libc6 libgcc-s1 libstdc++6 libgomp1 \
+    libffi8 zlib1g libexpat1 libssl3 libbz2-1.0 liblzma5 libsqlite3-0 libuuid1 libncursesw6 libtinfo6 libreadline8 \
+    libcrypt1 libdb5.3 libgdbm6 libnsl2 libtirpc3 libzstd1 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 \
+    libcom-err2 libkeyutils1 python3.11-minimal libpython3.11-minimal libpython3.11-stdlib python3.11 \
+    libpython3.11-dev python3.11-dev; do echo "$p:arm64"; done) media-types > /dev/null)
+  for deb in "$cache"/debs/*.deb; do dpkg -x "$deb" "$sysroot"; done
+  rm -rf "$cache/debs"
+  for i in $(seq 0 $(($(nproc) - 1))); do
+    printf 'processor\t: %d\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\nCPU revision\t: 1\n\n' "$i"
+  done > "$cache/cpuinfo"
+fi
+
+# The small scripts are written each time (each replaced whole, so a running one is not disturbed).
+mkdir -p "$cache/bin" "$cache/toolchain/bin" "$cache/binfmt"
+put() { cat > "$1.tmp.$$" && chmod +x "$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"; }
+# binfmt_misc rule: aarch64 ELF executables (e_machine 183) go to qemu-aarch64, opened now (F flag).
+magic='\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00'
+mask='\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
+printf '%s' ":tdb-aarch64:M::$magic:$mask:$(command -v qemu-aarch64):F" | put "$cache/binfmt-rule"
+put "$cache/bin/aarch64-run" <<'EOF'
+#!/bin/sh
+# Runs "$@" where aarch64 programs run under qemu-user with ../sysroot (scripts/aarch64_env.sh made this).
+here=$(cd "$(dirname "$0")/.." && pwd)
+export QEMU_LD_PREFIX="$here/sysroot"
+# Two namespaces: a mount namespace of this user (root) where /proc/cpuinfo can be covered, then inside it a
+# user + mount namespace that owns a binfmt_misc instance of its own (nothing changes outside).
+exec unshare --mount sh -c '
+  mount --bind "$0/cpuinfo" /proc/cpuinfo
+  exec unshare --user --map-root-user --mount sh -c "
+    mount -t binfmt_misc binfmt_misc \"\$0/binfmt\" && cat \"\$0/binfmt-rule\" > \"\$0/binfmt/register\" &&
+    exec \"\$@\"" "$0" "$@"' "$here" "$@"
+EOF
+put "$cache/bin/python3.11" <<EOF
+#!/bin/sh
+exec $cache/bin/aarch64-run $sysroot/usr/bin/python3.11 "\$@"
+EOF
+for tool in c++:g++ g++:g++ cc:gcc gcc:gcc; do
+  put "$cache/toolchain/bin/${tool%%:*}" <<EOF
+#!/bin/sh
+# The emulated aarch64 machine's native compiler: the cross compiler, with the target's Python headers ahead
+# of any the command names (gcc ignores an -I that repeats an -isystem dir, so a command that already names
+# them with -I, as setuptools does, is left alone).
+case " \$* " in *" -I$sysroot/usr/include/python3.11 "*) exec aarch64-linux-gnu-${tool##*:} "\$@" ;; esac
+exec aarch64-linux-gnu-${tool##*:} -isystem $sysroot/usr/include/python3.11 -isystem $sysroot/usr/include "\$@"
+EOF
+done
+if [ ! -f "$cache/.complete" ]; then
+  "$cache/bin/python3.11" -c 'import platform, sys; assert platform.machine() == "aarch64", platform.machine(); print("emulated", sys.version.split()[0], platform.machine())' >&2
+  touch "$cache/.complete"
+  echo "made in $((SECONDS - start)) s" >&2
+fi
+echo "$cache"
