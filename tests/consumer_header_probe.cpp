@@ -27,6 +27,23 @@ int fake_cuda_view(void* obj, DLTensor* out) {
   out->device = DLDevice{kDLCUDA, 0};
   return rc;
 }
+// The "offset" table: torch's exports with data moved back kShift bytes and byte_offset set to match (torch
+// gives byte_offset 0). The moved pointer is never dereferenced by a consumer that honours byte_offset.
+constexpr uint64_t kShift = 64;
+void shift(DLTensor* t) {
+  t->data = static_cast<char*>(t->data) - kShift;
+  t->byte_offset += kShift;
+}
+int offset_view(void* obj, DLTensor* out) {
+  int rc = g_base->dltensor_from_py_object_no_sync(obj, out);
+  if (rc == 0) shift(out);
+  return rc;
+}
+int offset_managed(void* obj, DLManagedTensorVersioned** out) {
+  int rc = g_base->managed_tensor_from_py_object_no_sync(obj, out);
+  if (rc == 0) shift(&(*out)->dl_tensor);
+  return rc;
+}
 int failing_alloc(DLTensor*, DLManagedTensorVersioned** out, void* ctx, void (*set_error)(void*, const char*, const char*)) {
   *out = nullptr;
   set_error(ctx, "MemoryError", "fake allocator is out of memory");
@@ -56,6 +73,10 @@ PyObject* make_table(PyObject*, PyObject* args) {
     if (v == "no_view") t->dltensor_from_py_object_no_sync = nullptr;
     if (v == "fake_cuda") t->dltensor_from_py_object_no_sync = fake_cuda_view;
     if (v == "failing_alloc") t->managed_tensor_allocator = failing_alloc;
+    if (v == "offset") {
+      t->dltensor_from_py_object_no_sync = offset_view;
+      t->managed_tensor_from_py_object_no_sync = offset_managed;
+    }
     if (v == "null_stream_fn") t->current_work_stream = nullptr;
     return PyCapsule_New(t, v == "bad_name" ? "not_dlpack" : "dlpack_exchange_api", nullptr);
   });
@@ -69,6 +90,9 @@ PyObject* api_ptr(PyObject*, PyObject* args) {
     return ptr(tdb::exchange_api(obj, name));
   });
 }
+
+// is_tensor(obj): what the binding casters ask before taking an argument as a tensor.
+PyObject* is_tensor(PyObject*, PyObject* obj) { return PyBool_FromLong(tdb::is_dlpack_tensor(obj)); }
 
 PyObject* cached_types(PyObject*, PyObject*) {
   PyObject* list = PyList_New(0);
@@ -232,6 +256,7 @@ PyObject* raise_cpp(PyObject*, PyObject* arg) {
 
 PyMethodDef methods[] = {
     {"make_table", make_table, METH_VARARGS, nullptr}, {"api_ptr", api_ptr, METH_VARARGS, nullptr},
+    {"is_tensor", is_tensor, METH_O, nullptr},
     {"cached_types", cached_types, METH_NOARGS, nullptr}, {"view_info", view_info, METH_VARARGS, nullptr},
     {"managed", managed, METH_VARARGS, nullptr}, {"deleted", deleted, METH_NOARGS, nullptr},
     {"drop_on_thread", drop_on_thread, METH_O, nullptr}, {"managed_info", managed_info, METH_O, nullptr},

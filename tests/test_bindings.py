@@ -3,7 +3,9 @@ each built once per session with its own `pip install`, tested with torch tensor
 
 They bind the same three functions through torch_dlpack_bridge/pybind11.h and nanobind.h (type casters for
 tdb::TensorView and tdb::ManagedTensor); the nanobind one is built with CMake through scikit-build-core,
-finding the headers with find_package(torch_dlpack_bridge CONFIG).
+finding the headers with find_package(torch_dlpack_bridge CONFIG). tests/bindings_overloads_*.cpp (compiled
+here, twice per library, with default visibility) pin overload resolution around refused tensors and the
+error translator of every module.
 """
 import gc
 import os
@@ -19,6 +21,7 @@ import torch
 
 import torch_dlpack_bridge
 from example_packages import EXAMPLES, import_from, pip_install
+from offset_producer import Offset
 from producers import LegacyOnly
 
 FLAVOURS = {"pybind11": "axpy_pybind11", "nanobind": "axpy_nanobind"}
@@ -135,6 +138,15 @@ def test_sum_of_any_producer(ext, make_x):
     assert sys.getrefcount(values) == refs  # the owning export was dropped after the call
 
 
+def test_producers_byte_offset_is_honoured(ext):
+    # Offset exports data = base, byte_offset = 4 elements: a caster that ignored byte_offset would read base[:4].
+    base = np.arange(12, dtype=np.float32)
+    assert ext.sum(Offset(base[4:], 4)) == float(base[4:].sum())  # ManagedTensor
+    ybase = np.zeros(8, dtype=np.float32)
+    ext.axpy_(2.0, Offset(base[4:8], 4), Offset(ybase[4:], 4))  # TensorView
+    assert ybase.tolist() == [0.0] * 4 + [8.0, 10.0, 12.0, 14.0]
+
+
 # ----------------------------------------------------------------------------- errors
 
 
@@ -216,3 +228,103 @@ def test_example_compiles_without_warnings(flavour):
            f"-I{torch_dlpack_bridge.get_include()}"] + [f"-isystem{d}" for d in binding_includes(flavour)] + [source]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
+
+
+# ----------------------------------------------------------------------------- overloads and the error translator
+# tests/bindings_overloads_{pybind11,nanobind}.cpp, each compiled twice (modules _a and _b, loaded in one process)
+# with the compiler's default visibility, as setuptools' default flags leave it (the examples use
+# -fvisibility=hidden); each nanobind module has its own libnanobind and NB_DOMAIN (so its own translator list).
+
+
+def compile_overloads(flavour, name, workdir):
+    """Starts compiling bindings_overloads_<flavour>.cpp as module `name` in workdir; returns the process."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = os.path.join(str(workdir), name + sysconfig.get_config_var("EXT_SUFFIX"))
+    cmd = [shutil.which("c++") or shutil.which("g++"), "-std=c++17", "-O0", "-fPIC", "-shared", *WARNINGS,
+           f"-DTDB_MODULE={name}", f"-I{sysconfig.get_paths()['include']}",
+           f"-I{os.path.join(os.path.dirname(here), 'torch_dlpack_bridge', 'include')}",
+           *[f"-isystem{d}" for d in binding_includes(flavour)],
+           os.path.join(here, f"bindings_overloads_{flavour}.cpp")]
+    if flavour == "nanobind":
+        import nanobind
+
+        cmd += [f"-DNB_DOMAIN={name}", os.path.join(os.path.dirname(nanobind.include_dir()), "src", "nb_combined.cpp")]
+    return subprocess.Popen(cmd + ["-o", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.fixture(scope="session", params=list(FLAVOURS))
+def overloads(request, tmp_path_factory):
+    """(module_a, module_b): the same test module built twice for one binding library."""
+    if not (shutil.which("c++") or shutil.which("g++")):
+        pytest.skip("no C++ compiler on PATH")
+    workdir = tmp_path_factory.mktemp(f"overloads_{request.param}")
+    names = [f"tdb_overloads_{request.param}_{x}" for x in "ab"]
+    for proc in [compile_overloads(request.param, name, workdir) for name in names]:
+        output = proc.communicate(timeout=600)[0]
+        assert proc.returncode == 0, output
+    return tuple(import_from(str(workdir), name) for name in names)
+
+
+def refused_tensors():
+    """Tensors their producers refuse to export, with the BufferError message each raises."""
+    return {
+        "conj": (torch.ones(2, dtype=torch.complex64).conj(), "conjugate bit"),
+        "sparse": (torch.ones(2).to_sparse(), "layout Sparse"),
+        "meta": (torch.ones(2, device="meta"), "meta"),
+        "numpy_strings": (np.array(["a", "b"]), "DLPack only supports"),
+    }
+
+
+class TensorSubclass(torch.Tensor):
+    pass
+
+
+@pytest.mark.parametrize("cls", [torch.Tensor, TensorSubclass, torch.nn.Parameter, np.ndarray])
+def test_a_class_is_not_a_tensor(overloads, cls):
+    # torch.Tensor has __dlpack__ and a table as class attributes; the class itself goes to the next overload.
+    m = overloads[0]
+    assert m.view_or_object(cls) == "object" and m.managed_or_object(cls) == "object"
+    with pytest.raises(TypeError, match=r"view\(\): incompatible function arguments"):
+        m.view(cls)
+
+
+@pytest.mark.parametrize("case", list(refused_tensors()))
+def test_a_refused_tensor_goes_to_the_next_overload(overloads, case):
+    m = overloads[0]
+    x, _ = refused_tensors()[case]
+    refs = sys.getrefcount(x)
+    for _ in range(20):
+        assert m.view_or_object(x) == "object"
+        assert m.managed_or_object(x) == "object"
+    assert sys.getrefcount(x) == refs  # the refused exports left nothing behind
+    assert m.view_or_object(torch.ones(2, 3)) == "tensor:2" and m.managed_or_object(np.ones(4)) == "tensor:1"
+
+
+@pytest.mark.parametrize("case", list(refused_tensors()))
+def test_a_single_overload_raises_the_producers_refusal(overloads, case):
+    m = overloads[0]
+    x, message = refused_tensors()[case]
+    for fn in (m.view, m.managed):
+        with pytest.raises(BufferError, match=f"^argument 'tensor': .*{message}") as info:
+            fn(x)
+        assert isinstance(info.value.__cause__, BufferError)  # the producer's own exception
+
+
+def test_with_no_overload_to_take_it_the_converting_pass_raises_the_refusal(overloads):
+    # view_or_int(TensorView) / view_or_int(int): nothing takes a conj view without conversion, so the converting
+    # pass reaches the tensor overload, which raises (documented: a later converting overload is not tried).
+    m = overloads[0]
+    with pytest.raises(BufferError, match="conjugate bit"):
+        m.view_or_int(torch.ones(2, dtype=torch.complex64).conj())
+    assert m.view_or_int(torch.ones(2)) == "tensor" and m.view_or_int(3) == "int"
+
+
+def test_every_module_translates_tdb_errors(overloads):
+    # The translator's "registered" flag was one symbol for the whole process in modules built without
+    # -fvisibility=hidden: the second module raised RuntimeError where the first raised TypeError.
+    for m in overloads:
+        with pytest.raises(TypeError, match="^argument 'tensor': expected dtype float32, got float64$"):
+            m.float32_only(torch.ones(2, dtype=torch.float64))
+        with pytest.raises(BufferError, match="conjugate bit"):
+            m.view(torch.ones(2, dtype=torch.complex64).conj())
+    assert [m.view(torch.ones(1, 2)) for m in overloads] == [2, 2]

@@ -166,6 +166,32 @@ def test_cache_evicts_and_releases_types(probe):
     assert len(probe.cached_types()) == 8
 
 
+def test_classes_are_never_tensors(probe):
+    # torch.Tensor and numpy.ndarray have __dlpack__ (and torch.Tensor a table) as class attributes; the classes
+    # themselves are no tensors: a binding's overload taking a class must not be given to the tensor caster.
+    class Published:
+        __dlpack_c_exchange_api__ = TORCH_CAPSULE
+
+    for cls in (torch.Tensor, torch.nn.Parameter, np.ndarray, Published, type):
+        assert not probe.is_tensor(cls), cls
+        with pytest.raises(TypeError, match=r"^argument 't': expected a tensor, got the class '[\w.]+' itself$"):
+            probe.view_info(cls)
+        with pytest.raises(TypeError, match="^argument 't': expected a tensor"):
+            probe.managed_info(cls)
+    for obj in (torch.ones(1), np.ones(1), Published(), LegacyOnly(np.ones(1))):
+        assert probe.is_tensor(obj), obj
+
+
+def test_dlpack_is_looked_up_on_the_type(probe):
+    # As Python does for special methods: an instance attribute named __dlpack__ does not make a producer.
+    holder = type("Holder", (), {})()
+    holder.__dlpack__ = np.ones(2).__dlpack__
+    holder.__dlpack_c_exchange_api__ = TORCH_CAPSULE
+    assert not probe.is_tensor(holder)
+    with pytest.raises(TypeError, match=r"expected a tensor, got 'Holder' .*no __dlpack__ method"):
+        probe.view_info(holder)
+
+
 # ----------------------------------------------------------------------------- views
 
 
@@ -215,6 +241,18 @@ def test_view_falls_back_to_managed_export(probe):
     info = probe.view_info(t)
     assert info["shape"] == (3, 3) and info["strides"] == (4, 1) and info["data"] == t.data_ptr()
     assert sys.getrefcount(t) == before  # the managed export was released with the view
+
+
+def test_view_and_owning_export_honour_the_producers_byte_offset(probe):
+    # torch always exports byte_offset 0; this table moves data back 64 bytes and sets byte_offset to 64.
+    class Offset(torch.Tensor):
+        __dlpack_c_exchange_api__ = probe.make_table(TORCH_CAPSULE, 1, 3, None, "offset")
+
+    t = torch.arange(24.0)[4:].as_subclass(Offset)
+    assert probe.view_info(t)["data"] == t.data_ptr()  # TensorView::data()
+    assert probe.managed_info(t)["data"] == t.data_ptr()  # tdb::data_ptr on a ManagedTensor
+    r = probe.managed(t, "to_python")  # handed back whole: the importer applies byte_offset too
+    assert r.data_ptr() == t.data_ptr() and torch.equal(r, torch.arange(4.0, 24.0))
 
 
 def test_view_takes_no_reference(probe):
@@ -451,6 +489,15 @@ def test_protocol_legacy_retry_after_type_error(probe):
 
 def _capsule_pointer(capsule, name):
     return capsule_address(capsule, name)
+
+
+def test_protocol_export_honours_the_producers_byte_offset(probe):
+    from offset_producer import Offset
+
+    base = np.arange(16, dtype=np.float32)
+    x = base[4:]  # exported with data = base, byte_offset = 16
+    assert probe.view_info(Offset(x, 4))["data"] == x.ctypes.data
+    assert probe.managed_info(Offset(x, 4))["data"] == x.ctypes.data
 
 
 def test_protocol_null_strides_mean_row_major(probe):

@@ -18,9 +18,10 @@
  *   }
  *
  * Producers: a tensor whose type publishes an exchange table (`__dlpack_c_exchange_api__`) is taken
- * through the table (tens of nanoseconds). Any other object with a `__dlpack__` method (NumPy, JAX, CuPy,
- * older libraries) is taken through the standard Python protocol instead (microseconds): the view then
- * owns the exported tensor, which keeps the producer's data alive for as long as the view.
+ * through the table (tens of nanoseconds). Any other object whose type has a `__dlpack__` method (NumPy, JAX,
+ * CuPy, older libraries) is taken through the standard Python protocol instead (microseconds): the view then
+ * owns the exported tensor, which keeps the producer's data alive for as long as the view. Both names are
+ * looked up on the type, as Python looks up special methods, and a class (`torch.Tensor`) is never a tensor.
  *
  * Threads: every function here must be called with the GIL held (the exchange table requires it, and
  * the per-type table cache relies on it; free-threaded CPython builds are not supported). The one
@@ -44,6 +45,16 @@
 #include <vector>
 
 #include "torch_dlpack_bridge/dlpack.h"
+
+// TDB_MODULE_LOCAL gives a function hidden visibility, so that its function-local statics belong to the shared
+// object that includes this header. Without it (a module built without -fvisibility=hidden, e.g. with
+// setuptools' default flags) GCC emits such a static as one "unique" symbol that the dynamic linker merges
+// across every extension module of the process, even those loaded RTLD_LOCAL.
+#if defined(__GNUC__) || defined(__clang__)
+#define TDB_MODULE_LOCAL __attribute__((visibility("hidden")))
+#else
+#define TDB_MODULE_LOCAL
+#endif
 
 namespace tdb {
 
@@ -346,8 +357,8 @@ struct TableCache {
   const DLPackExchangeAPI* apis[kSize] = {};
   int next = 0;
 };
-inline TableCache& table_cache() {
-  static TableCache cache;  // one per extension module; guarded by the GIL
+TDB_MODULE_LOCAL inline TableCache& table_cache() {
+  static TableCache cache;  // one per extension module (TDB_MODULE_LOCAL); guarded by the GIL
   return cache;
 }
 
@@ -394,18 +405,33 @@ inline const DLPackExchangeAPI* exchange_api(PyObject* obj, const char* name = "
   return api;
 }
 
+namespace detail {
+
 /*!
- * \brief True when `obj` (borrowed) can be taken as a tensor: its type publishes an exchange table, or it
- * has a `__dlpack__` method. Never throws and leaves no Python exception set (binding libraries' type
- * casters use it to decide between "not a tensor: try the next overload" and "a tensor: export it").
+ * \brief True when type(obj) has a `__dlpack__` method. Looked up on the type, as Python looks up special
+ * methods: a class is not a tensor because it has the method (`torch.Tensor`, `numpy.ndarray`), and neither
+ * is an object that merely has an attribute of that name. Leaves no Python exception set.
+ */
+inline bool has_dlpack_method(PyObject* obj) noexcept {
+  if (PyType_Check(obj)) return false;
+  return PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(obj)), "__dlpack__") == 1;
+}
+
+}  // namespace detail
+
+/*!
+ * \brief True when `obj` (borrowed) can be taken as a tensor: its type publishes an exchange table, or has a
+ * `__dlpack__` method. A class (e.g. `torch.Tensor` itself) never is. Never throws and leaves no Python
+ * exception set (binding libraries' type casters use it to decide between "not a tensor: try the next
+ * overload" and "a tensor: export it").
  */
 inline bool is_dlpack_tensor(PyObject* obj) noexcept {
+  if (PyType_Check(obj)) return false;  // one flag test; the metatype of a class publishes nothing anyway
   try {
     if (find_exchange_api(Py_TYPE(obj))) return true;
   } catch (...) {  // std::bad_alloc building a message: fall through to the cheaper question
   }
-  const int has = PyObject_HasAttrString(obj, "__dlpack__");  // clears any error of the lookup
-  return has == 1;
+  return detail::has_dlpack_method(obj);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -491,11 +517,14 @@ inline PyObject* call_dlpack(PyObject* method, PyObject* stream, bool versioned)
  * max_version=(1, 3), copy=False)`, and if the producer does not take those arguments (TypeError), the
  * legacy `__dlpack__(stream=...)`. Takes ownership of the capsule's tensor (renaming the capsule to
  * "used_..." as the spec says) and returns it wrapped as a new ProtocolTensor's `self`: the caller owns it.
- * Throws TypeError (naming `name`) when obj has no `__dlpack__`, BufferError for an unusable capsule
- * or a tensor of another major version, and the producer's own error otherwise.
+ * Throws TypeError (naming `name`) when obj is a class or its type has no `__dlpack__` method, BufferError
+ * for an unusable capsule or a tensor of another major version, and the producer's own error otherwise.
  */
 inline DLManagedTensorVersioned* export_by_protocol(PyObject* obj, const char* name) {
-  PyObject* method = PyObject_GetAttrString(obj, "__dlpack__");
+  if (PyType_Check(obj))
+    throw Error(PyExc_TypeError, arg(name) + "expected a tensor, got the class '" +
+                                     reinterpret_cast<PyTypeObject*>(obj)->tp_name + "' itself");
+  PyObject* method = has_dlpack_method(obj) ? PyObject_GetAttrString(obj, "__dlpack__") : nullptr;
   if (!method) {
     PyErr_Clear();
     std::string why;

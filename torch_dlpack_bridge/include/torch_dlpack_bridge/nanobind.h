@@ -12,15 +12,26 @@
  *    Its name in error messages is "tensor": call `x.set_name("x")` to name it.
  *  - `tdb::ManagedTensor` (by value): an owning export (managed_tensor_from_py_object_no_sync or
  *    `__dlpack__`); the function owns it and its deleter runs when it is dropped.
- *  An argument that is neither a table-publishing tensor nor a `__dlpack__` object makes nanobind try the
- *  next overload and finally raise its TypeError listing the accepted signatures; a tensor its producer
- *  refuses (e.g. a conj view) raises the producer's exception, with "argument 'tensor': " prepended.
+ *  An argument that is neither a table-publishing tensor nor a `__dlpack__` object (a class, such as
+ *  `torch.Tensor` itself, never is) makes nanobind try the next overload and finally raise its TypeError
+ *  listing the accepted signatures.
+ *
+ * Overloads and producer refusals, as in pybind11.h: a tensor its producer refuses (a conj view, a sparse
+ * tensor, a NumPy string array) raises the producer's exception, with "argument 'tensor': " prepended, in a
+ * function with a single overload; in an overloaded function the refusal lets resolution go on to the next
+ * overload (e.g. one taking `nb::object`). nanobind tries every overload of an overloaded function first
+ * without cast_flags::convert, then again with it; a single overload gets only the converting pass. So a
+ * refusal without the flag returns false (next overload), and a refusal with it is kept and raised when the
+ * function asks for the value. When no overload takes the tensor without conversion, the converting pass
+ * raises the refusal of the first tensor overload; a tensor argument declared `.noconvert()` never raises
+ * the refusal (nanobind's TypeError instead).
  *
  * Return values: a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
  * managed_tensor_to_py_object_no_sync (e.g. a torch.Tensor for tdb::allocate_like(x) with a torch x).
  *
  * Errors: a `tdb::Error` thrown by the function becomes its Python exception (TypeError, ValueError,
- * BufferError, ...), through an exception translator that the casters register on first use; call
+ * BufferError, ...), through an exception translator that the casters register on first use, once in each
+ * extension module that includes this header, whatever its visibility flags; call
  * `tdb::register_nanobind_error_translator()` in NB_MODULE if a function may throw tdb::Error without any
  * tdb argument or result.
  */
@@ -36,15 +47,28 @@
 #include "torch_dlpack_bridge/consumer.h"
 
 namespace tdb {
+namespace detail {
+
+/*!
+ * \brief This extension module's "translator registered" flag (the GIL guards it). TDB_MODULE_LOCAL: as a
+ * plain function-local static it would be one symbol for the whole process in modules built without
+ * -fvisibility=hidden, and a module whose nanobind keeps its own translator list (another nanobind version
+ * or NB_DOMAIN) would never register.
+ */
+TDB_MODULE_LOCAL inline bool& nanobind_translator_registered() {
+  static bool registered = false;
+  return registered;
+}
+
+}  // namespace detail
 
 /*!
  * \brief Registers, once per extension module, a nanobind exception translator that raises a `tdb::Error`
  * as its Python exception (instead of RuntimeError). GIL held.
  */
 inline void register_nanobind_error_translator() {
-  static bool registered = false;  // one per extension module (the GIL guards it)
-  if (registered) return;
-  registered = true;
+  if (detail::nanobind_translator_registered()) return;
+  detail::nanobind_translator_registered() = true;
   nanobind::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
@@ -75,8 +99,11 @@ class NanobindArg {
   NanobindArg& operator=(const NanobindArg&) = delete;
   ~NanobindArg() { Py_XDECREF(error_); }  // casters live inside the call: GIL held
 
-  /*! \brief false (next overload) for a non-tensor; true otherwise, even when the producer refused it. */
-  bool from_python(nanobind::handle src, uint8_t /*flags*/, nanobind::detail::cleanup_list*) noexcept {
+  /*!
+   * \brief false (next overload) for a non-tensor, and for a refused tensor in the no-conversion pass of an
+   * overloaded function; true otherwise, keeping a refusal to raise when the function asks for the value.
+   */
+  bool from_python(nanobind::handle src, uint8_t flags, nanobind::detail::cleanup_list*) noexcept {
     register_nanobind_error_translator();
     PyObject* obj = src.ptr();  // (capturing nanobind's handle, a hidden-visibility type, would warn)
     if (!is_dlpack_tensor(obj)) return false;
@@ -85,7 +112,13 @@ class NanobindArg {
       else value_.emplace(ManagedTensor::from_python(obj, "tensor"));
       return Py_None;  // borrowed: only a success marker
     });
-    if (!ok) error_ = fetch_exception();
+    if (ok) return true;
+    PyObject* refusal = fetch_exception();
+    if (!(flags & static_cast<uint8_t>(nanobind::detail::cast_flags::convert))) {
+      Py_XDECREF(refusal);  // another overload may take it; nanobind calls us again with convert if none does
+      return false;
+    }
+    error_ = refusal;
     return true;
   }
   explicit operator T*() { return &value(); }

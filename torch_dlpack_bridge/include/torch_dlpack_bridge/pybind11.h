@@ -12,17 +12,32 @@
  *    Its name in error messages is "tensor": call `x.set_name("x")` to name it.
  *  - `tdb::ManagedTensor` (by value): an owning export (managed_tensor_from_py_object_no_sync or
  *    `__dlpack__`); the function owns it and its deleter runs when it is dropped.
- *  An argument that is neither a table-publishing tensor nor a `__dlpack__` object makes pybind11 try the
- *  next overload and finally raise its TypeError listing the accepted signatures; a tensor its producer
- *  refuses (e.g. a conj view) raises the producer's exception, with "argument 'tensor': " prepended.
+ *  An argument that is neither a table-publishing tensor nor a `__dlpack__` object (a class, such as
+ *  `torch.Tensor` itself, never is) makes pybind11 try the next overload and finally raise its TypeError
+ *  listing the accepted signatures.
+ *
+ * Overloads and producer refusals: a tensor its producer refuses (a conj view, a sparse tensor, a NumPy
+ * string array) raises the producer's exception, with "argument 'tensor': " prepended, in a function with a
+ * single overload; in an overloaded function the refusal lets resolution go on to the next overload
+ * (e.g. one taking `py::object`). How the caster tells the two apart: pybind11 gives an overloaded function
+ * a first pass in which every argument is loaded with `convert=false`, then a second, converting pass over
+ * the overloads that failed; a single overload gets only the converting pass. So a refusal with
+ * `convert=false` returns false (next overload), and a refusal with `convert=true` raises. The caster sees
+ * neither the function nor its overload chain, and when every overload returned false pybind11 raises its
+ * own TypeError, so the convert flag is the one signal that keeps the producer's error where there is
+ * nothing else to try. Consequences: when no overload takes the tensor without conversion, the
+ * converting pass raises the refusal of the first tensor overload it reaches (a later overload that would
+ * take the object only by conversion, e.g. `int` or `std::vector<float>`, is not tried); and a tensor
+ * argument declared `.noconvert()` never raises the refusal (pybind11's TypeError instead).
  *
  * Return values: a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
  * managed_tensor_to_py_object_no_sync (e.g. a torch.Tensor for tdb::allocate_like(x) with a torch x).
  *
  * Errors: a `tdb::Error` thrown by the function becomes its Python exception (TypeError, ValueError,
- * BufferError, ...), through a module-local exception translator that the casters register on first use;
- * call `tdb::register_pybind11_error_translator()` in PYBIND11_MODULE if a function may throw tdb::Error
- * without any tdb argument or result.
+ * BufferError, ...), through a module-local exception translator that the casters register on first use, in
+ * every extension module that includes this header, whatever its visibility flags; call
+ * `tdb::register_pybind11_error_translator()` in PYBIND11_MODULE if a function may throw tdb::Error without
+ * any tdb argument or result.
  */
 #ifndef TORCH_DLPACK_BRIDGE_PYBIND11_H_
 #define TORCH_DLPACK_BRIDGE_PYBIND11_H_
@@ -36,15 +51,48 @@
 #include "torch_dlpack_bridge/consumer.h"
 
 namespace tdb {
+namespace detail {
+
+/*!
+ * \brief This extension module's "translator registered" flag (the GIL guards it). TDB_MODULE_LOCAL: the
+ * translator list is module-local, so the flag must be too; as a plain function-local static it was one
+ * symbol for the whole process when modules were built without -fvisibility=hidden, and only the first
+ * module to call a tdb function got the translator.
+ */
+TDB_MODULE_LOCAL inline bool& pybind11_translator_registered() {
+  static bool registered = false;
+  return registered;
+}
+
+/*!
+ * \brief Fills a caster's value with `fill()`. `convert` (pybind11's converting pass, the only pass of a
+ * function with one overload): a refusal propagates as tdb::Error. Otherwise (the no-conversion pass of an
+ * overloaded function) a refusal is dropped and false lets pybind11 try the next overload.
+ */
+template <class F>
+bool pybind11_load(F&& fill, bool convert) {
+  if (convert) {
+    fill();
+    return true;
+  }
+  try {
+    fill();
+    return true;
+  } catch (const Error&) {
+    PyErr_Clear();  // a pending Error's exception, if any
+    return false;
+  }
+}
+
+}  // namespace detail
 
 /*!
  * \brief Registers, once per extension module, a module-local pybind11 exception translator that raises a
  * `tdb::Error` as its Python exception (instead of pybind11's default RuntimeError). GIL held.
  */
 inline void register_pybind11_error_translator() {
-  static bool registered = false;  // one per extension module (the GIL guards it)
-  if (registered) return;
-  registered = true;
+  if (detail::pybind11_translator_registered()) return;
+  detail::pybind11_translator_registered() = true;
   pybind11::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -67,12 +115,12 @@ class type_caster<tdb::TensorView> {
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
 
-  /*! \brief false (next overload) for a non-tensor; throws tdb::Error when the producer refuses the tensor. */
-  bool load(handle src, bool /*convert*/) {
+  /*! \brief false (next overload) for a non-tensor; a refused tensor: see the file comment. */
+  bool load(handle src, bool convert) {
     tdb::register_pybind11_error_translator();
-    if (!tdb::is_dlpack_tensor(src.ptr())) return false;
-    value_.emplace(src.ptr(), "tensor");
-    return true;
+    PyObject* obj = src.ptr();
+    if (!tdb::is_dlpack_tensor(obj)) return false;
+    return tdb::detail::pybind11_load([this, obj] { value_.emplace(obj, "tensor"); }, convert);
   }
   operator tdb::TensorView*() { return &*value_; }
   operator tdb::TensorView&() { return *value_; }
@@ -88,12 +136,13 @@ class type_caster<tdb::ManagedTensor> {
  public:
   PYBIND11_TYPE_CASTER(tdb::ManagedTensor, const_name("tensor"));
 
-  /*! \brief false (next overload) for a non-tensor; throws tdb::Error when the producer refuses the tensor. */
-  bool load(handle src, bool /*convert*/) {
+  /*! \brief false (next overload) for a non-tensor; a refused tensor: see the file comment. */
+  bool load(handle src, bool convert) {
     tdb::register_pybind11_error_translator();
-    if (!tdb::is_dlpack_tensor(src.ptr())) return false;
-    value = tdb::ManagedTensor::from_python(src.ptr(), "tensor");
-    return true;
+    PyObject* obj = src.ptr();
+    if (!tdb::is_dlpack_tensor(obj)) return false;
+    return tdb::detail::pybind11_load([this, obj] { value = tdb::ManagedTensor::from_python(obj, "tensor"); },
+                                      convert);
   }
   /*! \brief Hands the tensor to its producer's managed_tensor_to_py_object_no_sync; throws tdb::Error on failure. */
   static handle cast(tdb::ManagedTensor&& src, return_value_policy /*policy*/, handle /*parent*/) {
