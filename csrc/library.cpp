@@ -12,7 +12,11 @@
 
 // What libstdc++'s inline code reads instead of glibc's __libc_single_threaded (see compile_flags in
 // _build.py): never single-threaded, so reference counts always use atomics.
-extern "C" char tdb_libc_single_threaded = 0;
+// (A C-linkage block, not `extern "C" char x = 0;`: gcc 16 warns about a variable both initialized and
+// declared extern.)
+extern "C" {
+char tdb_libc_single_threaded = 0;
+}
 
 // A new reference to a capsule named "dlpack_exchange_api" holding the table (needs the GIL).
 TDB_EXPORT PyObject* tdb_exchange_api_capsule() {
