@@ -80,18 +80,22 @@ class BuildWithAutoloadHook(build_py):
 AUTOLOAD_FILES = ("torch_dlpack_bridge_autoload.pth", "torch_dlpack_bridge_autoload.start",
                   "_torch_dlpack_bridge_autoload.py")
 sanitize = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"] if _build.sanitized() else []
+# One abi3 wheel serves every CPython with a GIL from 3.9. A free-threaded CPython has no limited API (nor
+# accepts abi3 wheels): there the probe is built for that interpreter, and so is the wheel (cp313t, ...).
+limited_api = _build.running_python_abi() == "gil"
 setup(
     ext_modules=[
         Extension(
             "torch_dlpack_bridge._probe",
             ["csrc/probe.cpp"],
             include_dirs=[os.path.join(PACKAGE, "include")],
+            define_macros=[("Py_LIMITED_API", "0x03090000")] if limited_api else [],
             language="c++",
             extra_compile_args=["-std=c++17", "-O3", "-fvisibility=hidden", "-Wall", "-Wextra"] + sanitize,
             extra_link_args=["-fsanitize=address,undefined"] if sanitize else [],
-            py_limited_api=True,
+            py_limited_api=limited_api,
         ),
     ],
     cmdclass={"build_ext": BuildWithTables, "build_py": BuildWithAutoloadHook},
-    options={"bdist_wheel": {"py_limited_api": "cp39"}},
+    options={"bdist_wheel": {"py_limited_api": "cp39"}} if limited_api else {},
 )

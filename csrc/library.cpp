@@ -4,6 +4,7 @@
 #include <Python.h>
 
 #include <cstdio>
+#include <string>
 
 #include "bridge.h"
 #include "mapping.h"
@@ -26,12 +27,21 @@ TDB_EXPORT PyObject* tdb_exchange_api_capsule() {
 // The table's address (the DLPack 1.2 int name holds it).
 TDB_EXPORT const DLPackExchangeAPI* tdb_exchange_api() { return &tdb::g_exchange_api; }
 
-// What this library was compiled against, as "key=value" lines (static storage).
+// What this library was compiled against, as "key=value" lines (static storage). python_abi says which
+// CPython it can run in: "gil" (any CPython 3.9+ with a GIL) or e.g. "cp313t" (that free-threaded CPython
+// only: its reference counting differs). Built on first use, once even when threads call at the same time.
 TDB_EXPORT const char* tdb_build_info() {
-  static char info[512];
-  if (info[0] == '\0') {
-    std::snprintf(info, sizeof info, "torch_version=%s\ncxx11_abi=%d\ncompiler=%s\ndlpack_version=%d.%d\n",
-                  TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI, __VERSION__, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-  }
-  return info;
+  static const std::string info = [] {
+    char python_abi[16] = "gil";
+#ifdef Py_GIL_DISABLED
+    std::snprintf(python_abi, sizeof python_abi, "cp%d%dt", PY_MAJOR_VERSION, PY_MINOR_VERSION);
+#endif
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  "torch_version=%s\ncxx11_abi=%d\npython_abi=%s\ncompiler=%s\ndlpack_version=%d.%d\n",
+                  TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI, python_abi, __VERSION__, DLPACK_MAJOR_VERSION,
+                  DLPACK_MINOR_VERSION);
+    return std::string(text);
+  }();
+  return info.c_str();
 }

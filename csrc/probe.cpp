@@ -1,11 +1,13 @@
 // torch_dlpack_bridge._probe: a consumer of any DLPackExchangeAPI, written against the DLPack header and
 // Python.h only (no torch), calling the table exactly as a C consumer does. The self-check, the quick
 // benchmark and the tests use it, so they can point it at this project's table or at torch's own.
-// Written against CPython's limited API (3.9), so one build serves every CPython version the wheel covers.
-#define Py_LIMITED_API 0x03090000
+// Written against CPython's limited API (3.9; setup.py defines Py_LIMITED_API), so one build serves every
+// CPython with a GIL the wheel covers; a free-threaded CPython has no limited API and gets a build of its own,
+// declared to run without the GIL.
 #include <Python.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +19,7 @@
 
 namespace {
 
-Py_ssize_t g_deleter_calls = 0;  // deleters run through counting trampolines (GIL-protected)
+std::atomic<Py_ssize_t> g_deleter_calls{0};  // deleters run through counting trampolines, on any thread
 
 // Accepts the table as a capsule (DLPack 1.3) or as an int address (DLPack 1.2).
 const DLPackExchangeAPI* parse_api(PyObject* obj) {
@@ -124,11 +126,7 @@ void counting_deleter(DLManagedTensorVersioned* m) {
   m->deleter = tramp->deleter;
   m->manager_ctx = tramp->manager_ctx;
   std::free(tramp);
-  if (Py_IsInitialized()) {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    ++g_deleter_calls;
-    PyGILState_Release(gil);
-  }
+  g_deleter_calls.fetch_add(1, std::memory_order_relaxed);
   if (m->deleter != nullptr) m->deleter(m);
 }
 
@@ -311,9 +309,9 @@ struct Made {
 
 void made_deleter(DLManagedTensorVersioned* m) {
   auto* made = reinterpret_cast<Made*>(m);
+  g_deleter_calls.fetch_add(1, std::memory_order_relaxed);
   if (Py_IsInitialized()) {
     PyGILState_STATE gil = PyGILState_Ensure();
-    ++g_deleter_calls;
     Py_XDECREF(made->owner);
     PyGILState_Release(gil);
   }
@@ -359,7 +357,7 @@ PyObject* probe_make(PyObject*, PyObject* args, PyObject* kwargs) {
   return wrap_managed(&m);
 }
 
-PyObject* probe_deleter_calls(PyObject*, PyObject*) { return PyLong_FromSsize_t(g_deleter_calls); }
+PyObject* probe_deleter_calls(PyObject*, PyObject*) { return PyLong_FromSsize_t(g_deleter_calls.load()); }
 
 // read(address, nbytes) -> bytes: host memory behind an exported pointer.
 PyObject* probe_read(PyObject*, PyObject* args) {
@@ -495,6 +493,14 @@ PyMODINIT_FUNC PyInit__probe() {
   ManagedType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&spec));
   if (ManagedType == nullptr) return nullptr;
   PyObject* m = PyModule_Create(&module);
+#ifdef Py_GIL_DISABLED
+  // Nothing here relies on the GIL (the counter is atomic, ManagedType is set before the module exists), so
+  // importing the probe must not turn the GIL back on for the whole process.
+  if (m != nullptr && PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+#endif
   Py_INCREF(ManagedType);
   if (m != nullptr && PyModule_AddObject(m, "Managed", reinterpret_cast<PyObject*>(ManagedType)) < 0) {
     Py_DECREF(ManagedType);

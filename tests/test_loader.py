@@ -64,12 +64,13 @@ def test_only_release_versions_trust_a_shipped_library(version, release):
     assert _build.TorchTarget(version, True, False, "/").is_release is release
 
 
-def test_library_name_keys_minor_abi_and_rocm_and_nothing_else():
+def test_library_name_keys_minor_abi_rocm_and_free_threaded_python_and_nothing_else():
     names = {_build.TorchTarget(v, abi, rocm, "/").library_name
              for v in ("2.13.0", "2.13.5+cu130") for abi in (True, False) for rocm in (True, False)}
     assert names == {"libtdb_torch2.13_cxx11.so", "libtdb_torch2.13_precxx11.so",
                      "libtdb_torch2.13_cxx11_rocm.so", "libtdb_torch2.13_precxx11_rocm.so"}
     assert _build.TorchTarget("3.0.0", True, False, "/").library_name == "libtdb_torch3.0_cxx11.so"
+    assert _build.TorchTarget("2.12.0", True, False, "/", "cp313t").library_name == "libtdb_torch2.12_cxx11_cp313t.so"
 
 
 def test_installed_torch_is_served_by_a_library_installed_with_the_package():
@@ -312,7 +313,29 @@ def test_library_for_the_other_cxx11_abi_is_refused(cache):
     result = run_python(code + IMPORT_AS.replace("sys.argv[1]", repr(NIGHTLY)), TORCH_DLPACK_BRIDGE_BUILD="0",
                         **cache)
     message = json.loads(result.stdout.splitlines()[-1])["import_error"]
-    assert f"(C++11 ABI {abi}), not for the running torch {NIGHTLY} (C++11 ABI {not abi})" in message
+    assert (f"(C++11 ABI {abi}) and a CPython with a GIL, not for the running torch {NIGHTLY} (C++11 ABI "
+            f"{not abi})") in message
+
+
+def test_library_for_a_cpython_with_a_gil_is_refused_by_a_free_threaded_one(cache):
+    """A free-threaded CPython counts references differently: a GIL build's library, found in the cache
+    under the free-threaded name (a cache shared between python3.13 and python3.13t), is refused, naming
+    both. Seen here from a GIL interpreter that reports itself free-threaded (sys.abiflags "t"); the
+    reverse, on a real 3.13t, is in scripts/freethreaded_check.sh."""
+    python_abi = "cp{}{}t".format(*sys.version_info[:2])
+    target = _build.TorchTarget(NIGHTLY, bool(torch._C._GLIBCXX_USE_CXX11_ABI), False, "/", python_abi)
+    folder = _loader.cache_dir(target, torch_dlpack_bridge.__version__).replace(
+        _loader.cache_root(), cache["TORCH_DLPACK_BRIDGE_CACHE"], 1)
+    assert folder != _loader.cache_dir(_build.TorchTarget(NIGHTLY, target.cxx11_abi, False, "/"), "x").replace(
+        _loader.cache_root(), cache["TORCH_DLPACK_BRIDGE_CACHE"], 1), "the cache keys the Python ABI"
+    os.makedirs(folder, mode=0o700)
+    os.chmod(cache["TORCH_DLPACK_BRIDGE_CACHE"], 0o700)
+    shutil.copy(torch_dlpack_bridge.build_info()["library"], os.path.join(folder, target.library_name))
+    result = run_python("import sys; sys.abiflags = 't'\n" + IMPORT_AS.replace("sys.argv[1]", repr(NIGHTLY)),
+                        TORCH_DLPACK_BRIDGE_BUILD="0", **cache)
+    message = json.loads(result.stdout.splitlines()[-1])["import_error"]
+    assert f"and a CPython with a GIL, not for the running torch {NIGHTLY}" in message
+    assert f"and free-threaded CPython ({python_abi})" in message
 
 
 def test_compile_table_links_under_a_temporary_name_fsyncs_then_renames(tmp_path, monkeypatch):

@@ -124,3 +124,42 @@ def test_python_owned_storage_is_still_released_while_the_interpreter_runs(api):
     gc.collect()
     managed.delete()
     assert array_ref() is None
+
+
+def test_threads_export_import_allocate_and_drop_with_exact_deleter_counts(api):
+    """Six threads at once, each exporting (owning), importing, allocating and dropping, with every deleter
+    counted: each runs exactly once, none is lost or doubled. On a free-threaded CPython (PYTHON_GIL=0,
+    scripts/freethreaded_check.sh) the threads really run in parallel; with a GIL they interleave."""
+    threads, rounds = 6, 300
+    before = _probe.deleter_calls()
+    errors = []
+
+    def worker(i):
+        try:
+            source = torch.arange(32, dtype=torch.float32).reshape(4, 8) + i
+            for r in range(rounds):
+                owned = _probe.export(api, source.t())
+                owned.count_deletes()
+                if r % 2:
+                    back = owned.to_python(api)  # the deleter runs when torch drops the imported tensor
+                    assert back.data_ptr() == source.data_ptr() and torch.equal(back, source.t())
+                    del back
+                else:
+                    owned.delete()
+                fresh = _probe.allocate(api, [4, 8], (2, 32, 1), (1, 0))
+                fresh.count_deletes()
+                filled = fresh.to_python(api).fill_(float(r))
+                assert filled.sum().item() == 32.0 * r
+                del filled
+                assert _probe.dltensor(api, source)[0] == source.data_ptr()
+        except Exception as e:  # reported to the main thread
+            errors.append(e)
+
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    gc.collect()
+    assert errors == []
+    assert _probe.deleter_calls() - before == threads * rounds * 2

@@ -29,8 +29,9 @@ def status() -> None:
     origin = {"shipped": "installed with the package", "cache": "built at an earlier import",
               "build": "built by this import",
               "private": "built by this import into a temporary folder (the cache could not be used)"}[info["origin"]]
+    python = "" if info["python_abi"] == "gil" else f"free-threaded {info['python_abi']}, "
     print(f"torch {torch.__version__}; torch_dlpack_bridge {bridge.__version__}, table library {origin}, built "
-          f"against torch {info['torch_version']} (C++11 ABI {info['cxx11_abi']}, gcc {info['compiler']}, "
+          f"against torch {info['torch_version']} (C++11 ABI {info['cxx11_abi']}, {python}gcc {info['compiler']}, "
           f"DLPack {info['dlpack_version'][0]}.{info['dlpack_version'][1]})\n  {info['library']}")
     native = bridge._native_capsule()
     print(f"torch's own table: {'present' if native is not None else 'absent (this project fills the gap)'}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -26,6 +27,7 @@ class TorchTarget:
     cxx11_abi: bool  # torch._C._GLIBCXX_USE_CXX11_ABI
     rocm: bool  # a ROCm (HIP) build of torch
     root: str  # the directory holding torch's include/ and lib/
+    python_abi: str = "gil"  # the CPython it runs in: "gil" (any, 3.9+), or one free-threaded one ("cp313t")
 
     @property
     def minor(self) -> Tuple[int, int]:
@@ -39,10 +41,12 @@ class TorchTarget:
 
     @property
     def library_name(self) -> str:
-        """One library per torch minor, C++ ABI and flavour: what changes torch's ABI, and nothing else."""
+        """One library per torch minor, C++ ABI and flavour, and per free-threaded CPython (whose reference
+        counting differs from a GIL build's and between its versions): what changes the ABI, nothing else."""
         major, minor = self.minor
         abi = "cxx11" if self.cxx11_abi else "precxx11"
-        return f"libtdb_torch{major}.{minor}_{abi}{'_rocm' if self.rocm else ''}.so"
+        python = "" if self.python_abi == "gil" else f"_{self.python_abi}"
+        return f"libtdb_torch{major}.{minor}_{abi}{'_rocm' if self.rocm else ''}{python}.so"
 
 
 def version_tuple(version: str) -> Tuple[int, int]:
@@ -57,7 +61,16 @@ def installed_torch() -> TorchTarget:
     import torch
 
     return TorchTarget(version=str(torch.__version__), cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI),
-                       rocm=torch.version.hip is not None, root=os.path.dirname(os.path.abspath(torch.__file__)))
+                       rocm=torch.version.hip is not None, root=os.path.dirname(os.path.abspath(torch.__file__)),
+                       python_abi=running_python_abi())
+
+
+def running_python_abi() -> str:
+    """"gil", or "cp313t" and the like for a free-threaded CPython (built with Py_GIL_DISABLED: "t" in its
+    ABI flags, as in its wheel tag; read without sysconfig, which is slow to import)."""
+    if "t" not in getattr(sys, "abiflags", ""):
+        return "gil"
+    return "cp{}{}t".format(*sys.version_info[:2])
 
 
 def unpacked_torch(site: str) -> TorchTarget:
@@ -68,7 +81,8 @@ def unpacked_torch(site: str) -> TorchTarget:
     version = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text).group(1)
     hip = re.search(r"^hip\s*(?::[^=]*)?=\s*(.+)$", text, re.M)
     return TorchTarget(version=version, cxx11_abi=uses_cxx11_abi(root),
-                       rocm=hip is not None and hip.group(1).strip() != "None", root=root)
+                       rocm=hip is not None and hip.group(1).strip() != "None", root=root,
+                       python_abi=running_python_abi())  # the headers compiled against are this Python's
 
 
 def uses_cxx11_abi(root: str) -> bool:

@@ -56,8 +56,8 @@ def cache_dir(target: _build.TorchTarget, package_version: str) -> str:
     edited checkout, rebuilds instead of loading a stale library)."""
     flavour = "rocm" if target.rocm else "generic"
     abi = "cxx11" if target.cxx11_abi else "precxx11"
-    return os.path.join(cache_root(), f"torch{target.version}-{abi}-{flavour}-tdb{package_version}-"
-                                      f"{_build.sources_digest()}")
+    return os.path.join(cache_root(), f"torch{target.version}-{abi}-{flavour}-{target.python_abi}-"
+                                      f"tdb{package_version}-{_build.sources_digest()}")
 
 
 def untrusted(path: str, follow_links: bool = False) -> Optional[str]:
@@ -105,18 +105,23 @@ def open_library(path: str, target: _build.TorchTarget) -> Tuple[ctypes.PyDLL, D
             getattr(library, name)
         library.tdb_build_info.restype = ctypes.c_char_p
         info = dict(line.split("=", 1) for line in library.tdb_build_info().decode().splitlines())
-        built = _build.version_tuple(info["torch_version"]), info["cxx11_abi"] == "1"
+        built = _build.version_tuple(info["torch_version"]), info["cxx11_abi"] == "1", info["python_abi"]
     except (AttributeError, KeyError, ValueError) as error:
         problem = f"{path} is not a table library of this package ({type(error).__name__}: {error})"
     else:
-        if built == (target.minor, target.cxx11_abi):
+        if built == (target.minor, target.cxx11_abi, target.python_abi):
             return library, info
-        problem = (f"{path} was built for torch {info['torch_version']} (C++11 ABI {built[1]}), not for the "
-                   f"running torch {target.version} (C++11 ABI {target.cxx11_abi})")
+        problem = (f"{path} was built for torch {info['torch_version']} (C++11 ABI {built[1]}) and "
+                   f"{describe_python_abi(built[2])}, not for the running torch {target.version} (C++11 ABI "
+                   f"{target.cxx11_abi}) and {describe_python_abi(target.python_abi)}")
     import _ctypes
 
     _ctypes.dlclose(library._handle)
     raise Unusable(problem)
+
+
+def describe_python_abi(python_abi: str) -> str:
+    return "a CPython with a GIL" if python_abi == "gil" else f"free-threaded CPython ({python_abi})"
 
 
 def load(package_version: str) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
