@@ -96,8 +96,8 @@ PyObject* is_tensor(PyObject*, PyObject* obj) { return PyBool_FromLong(tdb::is_d
 
 PyObject* cached_types(PyObject*, PyObject*) {
   PyObject* list = PyList_New(0);
-  for (PyTypeObject* t : tdb::detail::table_cache().types)
-    if (t) PyList_Append(list, reinterpret_cast<PyObject*>(t));
+  for (const auto& slot : tdb::detail::table_cache().types)
+    if (PyTypeObject* t = slot.load()) PyList_Append(list, reinterpret_cast<PyObject*>(t));
   return list;
 }
 

@@ -149,21 +149,66 @@ def test_cache_is_per_type_and_positive_only(probe):
     assert probe.api_ptr(Late(), "x") == TORCH_API  # a found table is cached for the type
 
 
-def test_cache_evicts_and_releases_types(probe):
-    class Gone:
+def test_cache_keeps_its_first_types_alive_and_still_serves_the_rest(probe):
+    """The cache's slots are written once (so its readers need no lock, also without a GIL): the types it
+    holds stay alive (their address cannot be reused for another type), and types beyond its size are
+    looked up on every call, correctly, and not kept."""
+    class Kept:
         __dlpack_c_exchange_api__ = TORCH_CAPSULE
 
-    assert probe.api_ptr(Gone(), "x") == TORCH_API
-    ref = weakref.ref(Gone)
-    del Gone
+    assert probe.api_ptr(Kept(), "x") == TORCH_API
+    ref = weakref.ref(Kept)
+    del Kept
     gc.collect()
-    assert ref() is not None  # the cache holds a strong reference: the address cannot be reused
-    others = [type(f"T{i}", (), {"__dlpack_c_exchange_api__": TORCH_CAPSULE}) for i in range(10)]
+    assert ref() is not None  # the cache holds a strong reference
+    others = [type(f"T{i}", (), {"__dlpack_c_exchange_api__": TORCH_CAPSULE}) for i in range(20)]
     for T in others:
         assert probe.api_ptr(T(), "x") == TORCH_API
+    cached = probe.cached_types()
+    assert len(cached) == 16 and ref() in cached and others[-1] not in cached
+    del cached
+    last = weakref.ref(others[-1])
+    for T in others:  # served again, from the cache or not
+        assert probe.api_ptr(T(), "x") == TORCH_API
+    del others, T
     gc.collect()
-    assert ref() is None  # evicted and released
-    assert len(probe.cached_types()) == 8
+    assert last() is None  # an uncached type is not kept
+
+
+def test_threads_fill_and_read_a_fresh_cache_at_once(probe, tmp_path):
+    """Eight threads look up 24 new types at once in a fresh copy of the probe (its own, empty cache): every
+    lookup returns the right table, and the cache ends full (16 slots; two threads may cache one type twice). On a
+    free-threaded CPython (scripts/freethreaded_check.sh, PYTHON_GIL=0) the threads really race."""
+    copy = tmp_path / os.path.basename(probe.__file__)
+    shutil.copy(probe.__file__, copy)
+    code = textwrap.dedent(f"""
+        import importlib.util, threading, torch
+        spec = importlib.util.spec_from_file_location("tdb_probe", {str(copy)!r})
+        fresh = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fresh)  # another copy of the library: its own statics
+        assert fresh.cached_types() == []
+        capsule = torch.Tensor.__dlpack_c_exchange_api__
+        types = [type(f"C{{i}}", (), {{"__dlpack_c_exchange_api__": capsule}}) for i in range(24)]
+        expected = fresh.api_ptr(torch.ones(1), "x")
+        start, errors = threading.Barrier(8), []
+        def worker(k):
+            try:
+                start.wait()
+                for _ in range(200):
+                    for T in types[k % 3:] + types[:k % 3]:
+                        assert fresh.api_ptr(T(), "x") == expected
+            except Exception as e:
+                errors.append(e)
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        cached = fresh.cached_types()
+        assert errors == [], errors
+        assert len(cached) == 16 and all(t in types or t is torch.Tensor for t in cached), cached
+        print("ok")
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
 
 
 def test_classes_are_never_tensors(probe):

@@ -23,8 +23,10 @@
  * owns the exported tensor, which keeps the producer's data alive for as long as the view. Both names are
  * looked up on the type, as Python looks up special methods, and a class (`torch.Tensor`) is never a tensor.
  *
- * Threads: every function here must be called with the GIL held (the exchange table requires it, and
- * the per-type table cache relies on it; free-threaded CPython builds are not supported). The one
+ * Threads: every function here must be called from a thread attached to the interpreter (holding the GIL,
+ * or on a free-threaded CPython, any Python thread), as the exchange table requires. The per-module state
+ * (the per-type table cache, the binding headers' translator registration) is thread-safe without the GIL:
+ * atomics on the lookup path, written once, so free-threaded CPython (3.13t, 3.14t) is supported. The one
  * exception: a `tdb::ManagedTensor` may be destroyed (or reset()) on any thread, with or without the GIL,
  * as DLPack deleters may run anywhere.
  */
@@ -36,9 +38,11 @@
 #endif
 #include <Python.h>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
+#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
@@ -350,16 +354,49 @@ inline const DLPackExchangeAPI* read_table(PyTypeObject* type, std::string* why)
   return api;
 }
 
-/*! \brief Per-type cache: a few (type, table) pairs; each cached type is kept alive by a strong reference. */
+/*!
+ * \brief Per-type cache: up to kSize (type, table) pairs, each written once and kept for the life of the
+ * process (the type by a strong reference), so readers need no lock, with or without a GIL: a slot's table
+ * is stored before its type is published (release), and a reader that sees the type (acquire) sees the
+ * table. Types beyond kSize are looked up on every call (correct, slower; a program rarely passes more
+ * than a few tensor types to one extension).
+ */
 struct TableCache {
-  static constexpr int kSize = 8;
-  PyTypeObject* types[kSize] = {};
+  static constexpr int kSize = 16;
+  std::atomic<PyTypeObject*> types[kSize] = {};
   const DLPackExchangeAPI* apis[kSize] = {};
-  int next = 0;
+  std::atomic<int> used{0};  // slots claimed so far (may pass kSize: then nothing more is cached)
 };
 TDB_MODULE_LOCAL inline TableCache& table_cache() {
-  static TableCache cache;  // one per extension module (TDB_MODULE_LOCAL); guarded by the GIL
+  static TableCache cache;  // one per extension module (TDB_MODULE_LOCAL)
   return cache;
+}
+
+/*! \brief The cached table of `type`, or nullptr. */
+inline const DLPackExchangeAPI* cached_table(TableCache& c, PyTypeObject* type) noexcept {
+  for (int i = 0; i < TableCache::kSize; ++i) {
+    PyTypeObject* cached = c.types[i].load(std::memory_order_acquire);
+    if (cached == type) return c.apis[i];
+    if (cached == nullptr) break;  // slots fill in order; a slot claimed but not yet published reads null
+  }
+  return nullptr;
+}
+
+/*!
+ * \brief Runs `f` once per `registration` (module-local), even when threads call at the same time: the
+ * binding headers register their exception translators with it, on a free-threaded CPython too.
+ */
+struct OnceRegistration {
+  std::once_flag once;
+  std::atomic<bool> done{false};
+};
+template <class F>
+void run_once(OnceRegistration& registration, F&& f) {
+  if (registration.done.load(std::memory_order_acquire)) return;  // every call but the first few
+  std::call_once(registration.once, [&] {
+    f();
+    registration.done.store(true, std::memory_order_release);
+  });
 }
 
 }  // namespace detail
@@ -371,24 +408,22 @@ TDB_MODULE_LOCAL inline TableCache& table_cache() {
  */
 inline const DLPackExchangeAPI* find_exchange_api(PyTypeObject* type, std::string* why = nullptr) {
   detail::TableCache& c = detail::table_cache();
-  for (int i = 0; i < detail::TableCache::kSize; ++i)
-    if (c.types[i] == type) return c.apis[i];
+  if (const DLPackExchangeAPI* cached = detail::cached_table(c, type)) return cached;
   std::string reason;
   const DLPackExchangeAPI* api = detail::read_table(type, &reason);
   if (!api) {
     if (why) *why = reason;
     return nullptr;
   }
-  // Python code may have run during the lookup: re-check, then replace one slot in round-robin order.
-  for (int i = 0; i < detail::TableCache::kSize; ++i)
-    if (c.types[i] == type) return c.apis[i];
-  const int slot = c.next;
-  c.next = (c.next + 1) % detail::TableCache::kSize;
-  PyTypeObject* old = c.types[slot];
-  Py_INCREF(type);
-  c.types[slot] = type;
-  c.apis[slot] = api;
-  Py_XDECREF(old);  // last: may run Python code
+  // Python code (or another thread) may have cached it meanwhile; two threads racing here may both cache
+  // the same type, which only costs a slot.
+  if (detail::cached_table(c, type) != nullptr) return api;
+  const int slot = c.used.fetch_add(1, std::memory_order_relaxed);
+  if (slot < detail::TableCache::kSize) {
+    Py_INCREF(type);
+    c.apis[slot] = api;
+    c.types[slot].store(type, std::memory_order_release);
+  }
   return api;
 }
 

@@ -50,31 +50,31 @@ namespace tdb {
 namespace detail {
 
 /*!
- * \brief This extension module's "translator registered" flag (the GIL guards it). TDB_MODULE_LOCAL: as a
+ * \brief This extension module's translator registration (thread-safe, see run_once). TDB_MODULE_LOCAL: as a
  * plain function-local static it would be one symbol for the whole process in modules built without
  * -fvisibility=hidden, and a module whose nanobind keeps its own translator list (another nanobind version
  * or NB_DOMAIN) would never register.
  */
-TDB_MODULE_LOCAL inline bool& nanobind_translator_registered() {
-  static bool registered = false;
-  return registered;
+TDB_MODULE_LOCAL inline OnceRegistration& nanobind_translator_registration() {
+  static OnceRegistration registration;
+  return registration;
 }
 
 }  // namespace detail
 
 /*!
  * \brief Registers, once per extension module, a nanobind exception translator that raises a `tdb::Error`
- * as its Python exception (instead of RuntimeError). GIL held.
+ * as its Python exception (instead of RuntimeError). Thread-safe.
  */
 inline void register_nanobind_error_translator() {
-  if (detail::nanobind_translator_registered()) return;
-  detail::nanobind_translator_registered() = true;
-  nanobind::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const Error& e) {
-      e.restore();  // anything else propagates to the next translator
-    }
+  detail::run_once(detail::nanobind_translator_registration(), [] {
+    nanobind::register_exception_translator([](const std::exception_ptr& p, void*) {
+      try {
+        std::rethrow_exception(p);
+      } catch (const Error& e) {
+        e.restore();  // anything else propagates to the next translator
+      }
+    });
   });
 }
 

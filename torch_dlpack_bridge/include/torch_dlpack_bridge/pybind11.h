@@ -54,14 +54,14 @@ namespace tdb {
 namespace detail {
 
 /*!
- * \brief This extension module's "translator registered" flag (the GIL guards it). TDB_MODULE_LOCAL: the
- * translator list is module-local, so the flag must be too; as a plain function-local static it was one
+ * \brief This extension module's translator registration (thread-safe, see run_once). TDB_MODULE_LOCAL: the
+ * translator list is module-local, so the registration must be too; as a plain function-local static it was one
  * symbol for the whole process when modules were built without -fvisibility=hidden, and only the first
  * module to call a tdb function got the translator.
  */
-TDB_MODULE_LOCAL inline bool& pybind11_translator_registered() {
-  static bool registered = false;
-  return registered;
+TDB_MODULE_LOCAL inline OnceRegistration& pybind11_translator_registration() {
+  static OnceRegistration registration;
+  return registration;
 }
 
 /*!
@@ -88,17 +88,17 @@ bool pybind11_load(F&& fill, bool convert) {
 
 /*!
  * \brief Registers, once per extension module, a module-local pybind11 exception translator that raises a
- * `tdb::Error` as its Python exception (instead of pybind11's default RuntimeError). GIL held.
+ * `tdb::Error` as its Python exception (instead of pybind11's default RuntimeError). Thread-safe.
  */
 inline void register_pybind11_error_translator() {
-  if (detail::pybind11_translator_registered()) return;
-  detail::pybind11_translator_registered() = true;
-  pybind11::register_local_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const Error& e) {
-      e.restore();  // anything else propagates to the next translator
-    }
+  detail::run_once(detail::pybind11_translator_registration(), [] {
+    pybind11::register_local_exception_translator([](std::exception_ptr p) {
+      try {
+        if (p) std::rethrow_exception(p);
+      } catch (const Error& e) {
+        e.restore();  // anything else propagates to the next translator
+      }
+    });
   });
 }
 
