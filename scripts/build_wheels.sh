@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Release build: one wheel (cp39-abi3, every CPython 3.9+) holding the torch-free probe and one exchange table
-# library per torch minor, each compiled against that torch's own wheel from the registry (downloaded once with
-# --no-deps; only its headers and the libraries the table links are unpacked), then tagged with the manylinux
-# policy auditwheel finds for it. No torch is installed or imported.
+# Release build: one wheel (cp39-abi3, every CPython 3.9+ with a GIL) holding the torch-free probe and one
+# exchange table library per torch minor, each compiled against that torch's own wheel from the registry
+# (downloaded once with --no-deps; only its headers and the libraries the table links are unpacked), then
+# tagged with the manylinux policy auditwheel finds for it. No torch is installed or imported.
+# Run by a free-threaded CPython (e.g. `PATH=<3.13t venv>/bin:$PATH`, see scripts/freethreaded_env.sh), it
+# builds that interpreter's own wheel instead (cp313-cp313t: free-threaded CPython has no stable ABI), against
+# the torch minors that publish wheels for it (cp313t: 2.7-2.12), beside the abi3 one.
 #
 # Usage: scripts/build_wheels.sh [--arch x86_64|aarch64] [torch versions...]
 #        (default: this machine's x86_64; the newest patch of every minor 2.4 ... 2.15)
 # --arch aarch64 cross-builds on x86_64 (Linux aarch64: Grace GH200/GB200, Arm servers) against torch's aarch64
 # wheels, with Debian's cross compiler and the aarch64 CPython headers of scripts/aarch64_env.sh (made once).
-# Each architecture's wheel replaces only the previous wheel of that architecture in the wheel folder.
+# Each wheel replaces only the previous wheel of its architecture and Python tag in the wheel folder.
 # Env: TDB_RELEASE_CACHE  downloaded and unpacked torch wheels (default ~/.cache/torch_dlpack_bridge-release;
 #                         aarch64 ones under its aarch64/)
 #      TDB_WHEEL_DIR      where the wheel goes (default wheelhouse/ in the checkout, ignored by git)
@@ -44,8 +47,22 @@ if [ "$arch" = aarch64 ]; then
   export DIST_EXTRA_CONFIG=$extra_config
 fi
 out=${TDB_WHEEL_DIR:-$repo/wheelhouse}
+# abi3, or the free-threaded interpreter's own tag (cp313t), whose torch wheels (libtorch_python) are its own.
+python_abi=$(python -c 'import sys; print("cp%d%dt" % sys.version_info[:2] if "t" in sys.abiflags else "abi3")')
 versions=("$@")
-[ ${#versions[@]} -gt 0 ] || versions=(2.4.1 2.5.1 2.6.0 2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0)
+if [ ${#versions[@]} -eq 0 ]; then
+  case "$python_abi" in
+    abi3) versions=(2.4.1 2.5.1 2.6.0 2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0) ;;
+    cp313t) versions=(2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.0) ;;
+    *) echo "no torch versions known for $python_abi: name them" >&2; exit 2 ;;
+  esac
+fi
+torch_python=(--python-version 3.11)
+if [ "$python_abi" != abi3 ]; then
+  torch_python=(--python-version "$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+                --abi "$python_abi" --implementation cp)
+  cache=$cache/$python_abi
+fi
 mkdir -p "$cache/wheels" "$out"
 shopt -s nullglob
 torch_wheel() { local found=("$cache/wheels/torch-$1-"*.whl "$cache/wheels/torch-$1+"*.whl); echo "${found[0]:-}"; }
@@ -56,7 +73,7 @@ for v in "${versions[@]}"; do
   if [ ! -f "$site/torch/version.py" ]; then
     wheel=$(torch_wheel "$v")
     if [ -z "$wheel" ]; then
-      python -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 ${platform[@]+"${platform[@]}"} \
+      python -m pip download -q --no-deps --only-binary=:all: "${torch_python[@]}" ${platform[@]+"${platform[@]}"} \
         "torch==$v" -d "$cache/wheels"
       wheel=$(torch_wheel "$v")
     fi
@@ -101,8 +118,9 @@ policy=$(python -m auditwheel show "$wheel" 2>&1 | tr '\n' ' ' | grep -oE "manyl
 [ -n "$policy" ] || { python -m auditwheel show "$wheel"; echo "auditwheel found no manylinux policy" >&2; exit 1; }
 python -m auditwheel show "$wheel" | tr '\n' ' ' | grep -oE 'constrains the platform tag to "[^"]+"' || true
 python -m wheel tags --remove --platform-tag "$policy" "$wheel" > /dev/null
-rm -f "$out"/torch_dlpack_bridge-*_"$arch".whl
+tag=$([ "$python_abi" = abi3 ] && echo cp39-abi3 || echo "${python_abi%t}-$python_abi")
+rm -f "$out"/torch_dlpack_bridge-*-"$tag"-*_"$arch".whl
 mv "$raw"/*.whl "$out/"
-final=("$out"/torch_dlpack_bridge-*_"$arch".whl)
+final=("$out"/torch_dlpack_bridge-*-"$tag"-*_"$arch".whl)
 echo "$final ($(du -k "$final" | cut -f1) KiB):"
 python -m zipfile -l "$final" | grep -E '_lib/|_probe'
