@@ -7,7 +7,11 @@ else: an exact-type check, THPVariable_Unpack, the TensorImpl fields (sizes, str
 table, device, data pointer + storage offset) and the stores. It validates nothing (no layout, conj/neg,
 nested, symbolic, storage or dtype checks), so it is NOT a usable exporter: only a yardstick.
 
-Only `dltensor_from_py_object_no_sync` is filled; the probe's "dltensor" and "floor" timings use nothing else.
+The table also has a minimal OWNING export, `managed_tensor_from_py_object_no_sync`: one allocation for the
+managed struct, shape and strides, filled from the tensor as above, the storage's reference taken (a
+c10::Storage copy: one atomic increment); its deleter drops the reference (one atomic decrement) and frees.
+That is the least an owning export can do and still keep the memory alive; the probe's "managed" timing
+(export + deleter) uses it. Nothing else in the table is filled.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ HERE = Path(__file__).resolve().parent
 
 SOURCE = r"""
 #include <torch/csrc/autograd/python_variable.h>
+#include <cstdlib>
+#include <new>
 #include <torch_dlpack_bridge/dlpack.h>
 
 namespace {
@@ -48,6 +54,52 @@ int minimal_dltensor(void* py_object, DLTensor* out) noexcept {
   return 0;
 }
 
+// The owning floor: struct, shape and strides in one allocation; the storage's reference is all it holds.
+struct MinimalOwned {
+  DLManagedTensorVersioned managed;
+  c10::Storage storage;
+};
+
+void minimal_deleter(DLManagedTensorVersioned* self) noexcept {
+  auto* holder = reinterpret_cast<MinimalOwned*>(self);
+  holder->storage.~Storage();  // drops the reference
+  std::free(holder);
+}
+
+int minimal_managed(void* py_object, DLManagedTensorVersioned** out) noexcept {
+  auto* obj = static_cast<PyObject*>(py_object);
+  if (Py_TYPE(obj) != reinterpret_cast<PyTypeObject*>(THPVariableClass)) return -1;
+  c10::TensorImpl* impl = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+  const c10::IntArrayRef sizes = impl->sizes();
+  const c10::IntArrayRef strides = impl->strides();
+  const int32_t ndim = static_cast<int32_t>(sizes.size());
+  auto* holder = static_cast<MinimalOwned*>(std::malloc(sizeof(MinimalOwned) + 2 * sizeof(int64_t) * ndim));
+  if (holder == nullptr) return -1;
+  int64_t* dims = reinterpret_cast<int64_t*>(holder + 1);
+  for (int32_t i = 0; i < ndim; ++i) {
+    dims[i] = sizes[i];
+    dims[ndim + i] = strides[i];
+  }
+  new (&holder->storage) c10::Storage(impl->unsafe_storage());  // takes the reference
+  DLManagedTensorVersioned& m = holder->managed;
+  m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  m.manager_ctx = holder;
+  m.deleter = minimal_deleter;
+  m.flags = 0;
+  DLTensor& t = m.dl_tensor;
+  t.ndim = ndim;
+  t.shape = dims;
+  t.strides = dims + ndim;
+  const DT d = g_dtypes[static_cast<int>(c10::typeMetaToScalarType(impl->dtype())) & 63];
+  t.dtype = {d.code, d.bits, d.lanes};
+  t.device = {kDLCPU, 0};
+  const c10::StorageImpl* storage = holder->storage.unsafeGetStorageImpl();
+  t.data = static_cast<char*>(const_cast<void*>(storage->data())) + impl->storage_offset() * (d.bits / 8);
+  t.byte_offset = 0;
+  *out = &m;
+  return 0;
+}
+
 DLPackExchangeAPI g_api;
 
 }  // namespace
@@ -61,6 +113,7 @@ int64_t minimal_api_address() {
     g_dtypes[static_cast<int>(c10::ScalarType::Int)] = {kDLInt, 32, 1};
     g_api.header.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
     g_api.dltensor_from_py_object_no_sync = minimal_dltensor;
+    g_api.managed_tensor_from_py_object_no_sync = minimal_managed;
   }
   return reinterpret_cast<int64_t>(&g_api);
 }
@@ -72,7 +125,10 @@ def build(cache_dir: Path = HERE / ".cache") -> Tuple[Optional[int], str]:
     import torch_dlpack_bridge
     from torch.utils.cpp_extension import load_inline
 
-    key = f"minimal_export-torch{torch.__version__}-cxx11abi{int(torch.compiled_with_cxx11_abi())}".replace("+", "_")
+    import hashlib
+    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:8]  # a changed source builds anew
+    key = (f"minimal_export-torch{torch.__version__}-cxx11abi{int(torch.compiled_with_cxx11_abi())}-{digest}"
+           .replace("+", "_"))
     build_dir = Path(cache_dir) / key
     build_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -93,5 +149,6 @@ if __name__ == "__main__":
         t = torch.empty(8, 16, 32)[:, ::2, 1:]
         print(_probe.dltensor(address, t))
         print("ns:", _probe.time(address, "dltensor", t, 20000, 7),
+              "managed:", _probe.time(address, "managed", t, 20000, 7),
               "floor:", _probe.time(address, "floor", t, 20000, 7))
     sys.exit(0 if address else 1)

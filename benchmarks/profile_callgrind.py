@@ -32,6 +32,17 @@ if prov == "ours":
     api = b.exchange_api()
 elif prov == "native":
     api = b._native_capsule()
+elif prov == "minimal":  # benchmarks/minimal_export.py (built, or taken from its cache, outside collection)
+    sys.path.insert(0, sys.argv[4])
+    from minimal_export import build
+    api, message = build()
+    if api is None:
+        sys.exit(message)
+elif prov.startswith("lib:"):  # another build of this project's table library (an experiment's)
+    import ctypes
+    lib = ctypes.CDLL(prov[4:])
+    lib.tdb_exchange_api.restype = ctypes.c_void_p
+    api = lib.tdb_exchange_api()
 else:
     from torch_dlpack_bridge._bench import load_backport
     from pathlib import Path
@@ -43,7 +54,7 @@ _probe.time(api, which, obj, iters, 1)
 
 # The exporter of each provider (its inclusive cost is subtracted from to_python, where it only feeds imports).
 EXPORTER = {"ours": r"tdb::managed_tensor_from_py_object_no_sync\(", "native": r"ManagedTensorFromPyObjectNoSync",
-            "backport": r"ManagedTensorFromPyObjectNoSync"}
+            "backport": r"ManagedTensorFromPyObjectNoSync", "minimal": r"minimal_managed"}
 LINE = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)$")
 
 
@@ -74,9 +85,15 @@ def short(name: str) -> str:
 
 def profile(provider: str, which: str, iters: int, outdir: Path) -> Dict[str, object]:
     out = outdir / f"{which}.{Path(provider).name}.callgrind"
+    if provider == "minimal":  # built outside valgrind (a compile under it would take very long)
+        sys.path.insert(0, str(HERE))
+        from minimal_export import build
+        address, message = build()
+        if address is None:
+            raise RuntimeError(message)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=*probe_time*",
-           f"--callgrind-out-file={out}", sys.executable, "-c", SNIPPET, which, provider, str(iters)]
+           f"--callgrind-out-file={out}", sys.executable, "-c", SNIPPET, which, provider, str(iters), str(HERE)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"valgrind failed for {provider} {which}:\n{r.stderr[-2000:]}")
@@ -86,7 +103,7 @@ def profile(provider: str, which: str, iters: int, outdir: Path) -> Dict[str, ob
     total = max(c for c, _ in incl)  # PROGRAM TOTALS: everything inside probe_time
     feed = 0
     if which == "to_python":
-        key = EXPORTER["backport" if provider not in EXPORTER else provider]
+        key = EXPORTER["ours" if provider.startswith("lib:") else provider if provider in EXPORTER else "backport"]
         feed = max([c for c, n in incl if re.search(key, n)] or [0])
     return {"provider": provider, "which": which, "calls": calls, "total": total, "feed": feed,
             "per_call": (total - feed) / calls, "incl": incl, "excl": excl, "file": out}
@@ -114,7 +131,9 @@ def report(p: Dict[str, object], top: int) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--provider", default="ours", help="ours, native, or a backport library path")
+    parser.add_argument("--provider", default="ours",
+                        help="ours, native, minimal (benchmarks/minimal_export.py: dltensor and managed only), "
+                             "lib:PATH (another build of this project's table library), or a backport library path")
     parser.add_argument("--which", nargs="+", default=["dltensor", "managed", "to_python", "allocate"])
     parser.add_argument("--iters", type=int, default=2000)
     parser.add_argument("--top", type=int, default=15)

@@ -39,8 +39,9 @@ bool may_lack_real_storage(const c10::TensorImpl* impl) noexcept {
   return keys.has(c10::DispatchKey::Python) || keys.has(c10::DispatchKey::Functionalize);
 }
 
-// Explains why `t` cannot be exported; called only once the fast check below has failed.
-[[noreturn]] void refuse(const at::Tensor& t) {
+// Explains why `t` cannot be exported; called only once the fast check below has failed. Out of line and
+// cold: the exporters' hot path stays short.
+[[noreturn]] C10_NOINLINE __attribute__((cold)) void refuse(const at::Tensor& t) {
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   const std::string prefix = "torch_dlpack_bridge: cannot export ";
   if (impl->is_nested()) fail(ErrorKind::Buffer, prefix + "a nested tensor: DLPack describes strided tensors only");
@@ -74,13 +75,15 @@ bool may_lack_real_storage(const c10::TensorImpl* impl) noexcept {
                                    "(a wrapper subclass, FakeTensor or functional tensor)");
 }
 
-// Fills `out` from `t`, borrowing shape and strides from the tensor's own metadata (no allocation).
-inline void describe(const at::Tensor& t, DLTensor& out) {
+// Fills `out` from `t` for any tensor, every check in full, or refuses it (throws). Shape and strides are
+// borrowed from the tensor's own metadata (no allocation). Out of line: describe() below handles the common
+// tensors itself and comes here for the rest (other devices, size-zero tensors, anything unusual).
+C10_NOINLINE void describe_general(const at::Tensor& t, DLTensor& out) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   const DLDataType dtype = dl_dtype_of(scalar_type(impl));
   const int32_t device_type = dl_device_type_of(impl->device_type());
   // The storage is read directly: has_storage() is an out-of-line call, and this pointer answers it too.
-  const c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+  c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
   // One branch for the common case; refuse() works out which rule was broken.
   if (C10_UNLIKELY(dtype.bits == 0 || device_type == 0 || impl->layout() != c10::kStrided || impl->is_nested() ||
                    impl->is_conj() || impl->is_neg() || impl->has_symbolic_sizes_strides() ||
@@ -105,7 +108,7 @@ inline void describe(const at::Tensor& t, DLTensor& out) {
   // Wrapper subclasses and functional tensors have a storage whose DataPtr is NULL: nothing to hand out.
   if (C10_UNLIKELY(storage->data() == nullptr)) refuse(t);
   // mutable_data() materializes a lazily-cloned (copy-on-write) storage: the consumer may write.
-  char* base = static_cast<char*>(const_cast<c10::StorageImpl*>(storage)->mutable_data());
+  char* base = static_cast<char*>(storage->mutable_data());
   const int64_t offset = impl->storage_offset() * static_cast<int64_t>(impl->itemsize());
   if (C10_UNLIKELY(has_opaque_data_pointers(impl->device_type()))) {
     out.data = base;  // a handle: arithmetic on it is meaningless, so DLPack carries the view's start apart
@@ -113,6 +116,71 @@ inline void describe(const at::Tensor& t, DLTensor& out) {
     return;
   }
   out.data = base + offset;
+}
+
+// The keys describe() leaves to describe_general(), tested with one mask: the sparse, sparse compressed and
+// mkldnn layouts (the keys layout() itself tests), nested, conjugate and negative. Each is a functionality key,
+// so has_any() on the mask is the same test as is_sparse() ... is_neg().
+constexpr c10::DispatchKeySet kUnusualKeys = c10::sparse_ks | c10::sparse_csr_ks | c10::mkldnn_ks |
+                                             c10::DispatchKeySet(c10::DispatchKey::NestedTensor) |
+                                             c10::DispatchKeySet(c10::DispatchKey::Conjugate) |
+                                             c10::DispatchKeySet(c10::DispatchKey::Negative);
+
+// TensorImpl's protected fields, read as a subclass would (TensorImpl is never really a PlainFields: the cast
+// is the usual way to read protected members; no layout change, no virtual call). When policy_free() holds,
+// sizes(), strides(), numel(), storage_offset() and device() return exactly these fields, and layout() is
+// decided by the dispatch keys alone: that is how the accessors are written, the policy bits being what sends
+// them to their virtual _custom() variants. Reading the fields directly lets the compiler keep the fast path
+// free of calls (with the accessors, their never-taken virtual calls make it reload and spill).
+struct PlainFields : c10::TensorImpl {
+  static const PlainFields& of(const c10::TensorImpl* impl) noexcept { return *static_cast<const PlainFields*>(impl); }
+  bool policy_free() const noexcept {
+    return sizes_strides_policy_ == 0 && !has_symbolic_sizes_strides_ && !device_policy_ && !layout_policy_;
+  }
+  c10::IntArrayRef plain_sizes() const noexcept { return sizes_and_strides_.sizes_arrayref(); }
+  c10::IntArrayRef plain_strides() const noexcept { return sizes_and_strides_.strides_arrayref(); }
+  int64_t plain_numel() const noexcept { return numel_; }
+  int64_t plain_storage_offset() const noexcept { return storage_offset_; }
+};
+
+// Fills `out` from `t`: the fast path, inlined into each exporter, for a non-empty strided tensor on CPU or
+// CUDA with a dtype DLPack describes and no custom size, layout or device policy. It checks exactly what
+// describe_general() checks, and hands every tensor it is not sure of to describe_general(), so both accept
+// and refuse the same tensors and fill the same fields. Every field is read before `out` is written: the
+// compiler cannot prove that `out` does not alias the tensor, so a read after a store would load again. The
+// data pointer comes last: mutable_data() may call into torch (a copy-on-write storage materializes), and
+// little is live across it there.
+C10_ALWAYS_INLINE void describe(const at::Tensor& t, DLTensor& out) {
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  const PlainFields& fields = PlainFields::of(impl);
+  // With no layout policy and none of the layout keys, layout() is kStrided: that is how it is computed.
+  if (C10_UNLIKELY(!fields.policy_free() || impl->key_set().has_any(kUnusualKeys))) return describe_general(t, out);
+  const c10::DeviceType device = impl->device_type();
+  c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+  const auto scalar = static_cast<size_t>(scalar_type(impl));
+  if (C10_UNLIKELY((device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA) || storage == nullptr ||
+                   storage->device_type() != device || scalar >= kNumScalarTypes ||
+                   kDLDataTypeTable.of[scalar].bits == 0 || fields.plain_numel() == 0 ||
+                   storage->data() == nullptr)) {
+    return describe_general(t, out);
+  }
+  const c10::IntArrayRef sizes = fields.plain_sizes();
+  const c10::IntArrayRef strides = fields.plain_strides();
+  const DLDataType dtype = kDLDataTypeTable.of[scalar];
+  // The item size from DLPack's dtype (bits x lanes / 8 for every dtype the table maps): no TypeMeta lookup.
+  const int64_t offset = fields.plain_storage_offset() * ((static_cast<int64_t>(dtype.bits) * dtype.lanes) >> 3);
+  DLDevice dl_device{kDLCPU, 0};
+  if (C10_UNLIKELY(device == c10::DeviceType::CUDA)) {
+    dl_device = {g_cuda_is_rocm ? kDLROCM : kDLCUDA, impl->device().index()};
+  }
+  out.device = dl_device;
+  out.ndim = static_cast<int32_t>(sizes.size());
+  out.dtype = dtype;
+  out.shape = const_cast<int64_t*>(sizes.data());
+  out.strides = const_cast<int64_t*>(strides.data());
+  out.byte_offset = 0;
+  // mutable_data() materializes a lazily-cloned (copy-on-write) storage: the consumer may write.
+  out.data = static_cast<char*>(storage->mutable_data()) + offset;
 }
 
 // One allocation: the managed struct, then shape and strides. It holds the storage, not the tensor, so a
@@ -186,17 +254,41 @@ DLManagedTensorVersioned* export_owning(const at::Tensor& t) {
   return export_owning(t.unsafeGetTensorImpl()->unsafe_storage(), view);
 }
 
+namespace {
+
+// The exporters' checks of their arguments, in full and in order, for whatever the inline test below does not
+// pass (NULL, a subclass, NULL `out`); out of line so that the common call keeps no registers for them.
+C10_NOINLINE int dltensor_checked(PyObject* obj, DLTensor* out) noexcept {
+  if (obj == nullptr || !is_torch_tensor(obj)) return raise_not_a_tensor(obj);
+  if (out == nullptr) return raise_python(ErrorKind::Value, "out must not be NULL");
+  return guarded([&] { describe(unpack_tensor(obj), *out); });
+}
+
+C10_NOINLINE int managed_checked(PyObject* obj, DLManagedTensorVersioned** out) noexcept {
+  if (obj == nullptr || !is_torch_tensor(obj)) return raise_not_a_tensor(obj);
+  if (out == nullptr) return raise_python(ErrorKind::Value, "out must not be NULL");
+  *out = nullptr;
+  return guarded([&] { *out = export_owning(unpack_tensor(obj)); });
+}
+
+// torch.Tensor or torch.nn.Parameter exactly: the common case, two compares.
+inline bool is_exact_torch_tensor(PyObject* obj) noexcept {
+  PyTypeObject* type = Py_TYPE(obj);
+  return type == reinterpret_cast<PyTypeObject*>(THPVariableClass) ||
+         type == reinterpret_cast<PyTypeObject*>(ParameterClass);
+}
+
+}  // namespace
+
 int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
   auto* obj = static_cast<PyObject*>(py_object);
-  if (C10_UNLIKELY(obj == nullptr || !is_torch_tensor(obj))) return raise_not_a_tensor(obj);
-  if (C10_UNLIKELY(out == nullptr)) return raise_python(ErrorKind::Value, "out must not be NULL");
+  if (C10_UNLIKELY(obj == nullptr || out == nullptr || !is_exact_torch_tensor(obj))) return dltensor_checked(obj, out);
   return guarded([&] { describe(unpack_tensor(obj), *out); });
 }
 
 int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersioned** out) noexcept {
   auto* obj = static_cast<PyObject*>(py_object);
-  if (C10_UNLIKELY(obj == nullptr || !is_torch_tensor(obj))) return raise_not_a_tensor(obj);
-  if (C10_UNLIKELY(out == nullptr)) return raise_python(ErrorKind::Value, "out must not be NULL");
+  if (C10_UNLIKELY(obj == nullptr || out == nullptr || !is_exact_torch_tensor(obj))) return managed_checked(obj, out);
   *out = nullptr;
   return guarded([&] { *out = export_owning(unpack_tensor(obj)); });
 }
