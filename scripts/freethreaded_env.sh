@@ -36,17 +36,20 @@ EOF
   ./configure -q --disable-gil --prefix="$prefix" --without-ensurepip
   make -s -j"$(nproc)" >/dev/null
   make -s install >/dev/null
-  "$python" -m ensurepip -q
+  "$python" -m ensurepip >/dev/null
   rm -rf "$src"
 fi
 "$python" -c 'import sys; assert not sys._is_gil_enabled(), "not a free-threaded build"'
 
 venv=$cache/venv-torch$torch_version
-if [ ! -x "$venv/bin/python" ]; then
+if [ ! -e "$venv/.complete" ]; then
+  rm -rf "$venv"
   "$python" -m venv "$venv"
-  # numpy: the newest release with a cp313t wheel; apache-tvm-ffi has none (its tests skip).
+  # Wheels only for numpy (the newest with a cp313t wheel is 2.4) and hypothesis (its newest sdists need a
+  # Rust toolchain and crates.io); apache-tvm-ffi has no cp313t wheel (its tests skip).
   "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q "torch==$torch_version" "numpy<2.5" --only-binary=numpy pytest hypothesis \
-    "setuptools>=77" wheel pybind11 nanobind
+  "$venv/bin/python" -m pip install -q "torch==$torch_version" "numpy<2.5" pytest hypothesis "setuptools>=77" wheel \
+    pybind11 nanobind --only-binary=numpy,hypothesis
+  touch "$venv/.complete"
 fi
 echo "$venv/bin/python"
