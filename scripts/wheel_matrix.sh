@@ -20,7 +20,9 @@
 #     loading the cached library (the smoke tests are left to the covered row of that torch).
 # Env: TDB_MATRIX_DIR (default /tmp/tdb-wheel-matrix; under /tmp or /work for chroot rows),
 #      TDB_WHEEL_DIR (default wheelhouse/: the newest *_x86_64.whl and *_aarch64.whl there are used),
-#      TDB_MATRIX_KEEP=1 keeps each venv (several GB each: a registry torch brings its CUDA packages).
+#      TDB_MATRIX_KEEP=1 keeps each venv (several GB each: a registry torch brings its CUDA packages),
+#      TDB_MATRIX_TESTS="tests/a.py tests/b.py" another smoke subset (CI, emulated: a shorter one).
+# Exit status: 1 if any row failed (install, main job, build at import or a smoke test), else 0.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 root=${TDB_MATRIX_DIR:-/tmp/tdb-wheel-matrix}
@@ -35,6 +37,8 @@ rows_in=("$@")
                                      aarch64/2.15.0:3.11 aarch64/2.15.0:3.11:uncovered)
 smoke=(tests/test_publish.py tests/test_export.py tests/test_import.py tests/test_allocator.py
        tests/test_stream_cpu.py tests/test_loader.py)
+[ -z "${TDB_MATRIX_TESTS:-}" ] || read -r -a smoke <<< "$TDB_MATRIX_TESTS"
+status=0
 mkdir -p "$root"
 host_python=$(command -v python3)
 today=$(date -u +%Y-%m-%d)
@@ -51,7 +55,7 @@ for spec in "${rows_in[@]}"; do
   venv=$root/$name log=$root/$name.log
   torch_col=$v${variant:+ ($variant)}
   echo "== $arch, torch $v, Python $py${variant:+, $variant}" | tee "$log"
-  fail() { printf '%s\t%s\t%s\t%s\t\t\t\t%s\t%s\n' "$arch" "$torch_col" "$py" "$1" "$2" "$today" >> "$results"; }
+  fail() { status=1; printf '%s\t%s\t%s\t%s\t\t\t\t%s\t%s\n' "$arch" "$torch_col" "$py" "$1" "$2" "$today" >> "$results"; }
   [ -n "$wheel" ] || { fail "no $arch wheel in $wheels" ""; continue; }
   used+=("$wheel")
   run=() note="" emulated=0
@@ -116,7 +120,7 @@ print("published", hasattr(torch.Tensor, "__dlpack_c_exchange_api__") and "torch
     if [ -n "$line" ] && [ -n "$lib" ] && echo "$first" | grep -q '^published True'; then
       note="$note${note:+; }wheel without libtdb_torch$minor: the first \`import torch\` printed \"$line)\" and built into the cache in $built_s s (whole process)"
     else
-      note="$note${note:+; }build at import FAILED (see $log)"
+      note="$note${note:+; }build at import FAILED (see $log)" status=1
     fi
   fi
 
@@ -124,9 +128,9 @@ print("published", hasattr(torch.Tensor, "__dlpack_c_exchange_api__") and "torch
   main_out=$(cd "$root" && "${run[@]}" "$vpython" -m torch_dlpack_bridge 2>&1)
   main_rc=$?
   echo "$main_out" >> "$log"
-  if [ $main_rc = 0 ]; then main=pass; else main=FAIL; fi
+  if [ $main_rc = 0 ]; then main=pass; else main=FAIL; status=1; fi
   if [ "$variant" = uncovered ]; then
-    echo "$main_out" | grep -qF "$cache" && main="$main (library from the cache)" || main="$main (library not from the cache?)"
+    echo "$main_out" | grep -qF "$cache" && main="$main (library from the cache)" || { main="$main (library not from the cache?)"; status=1; }
   fi
   # Time added by importing the package after torch, best of 5 fresh processes (3 when emulated), with the
   # autoload hook off (or `import torch` would already have imported it); and `import torch` itself.
@@ -145,6 +149,7 @@ t2 = time.perf_counter(); print(f"{(t2 - t1) * 1e3:.1f} {t1 - t0:.1f} {torch.__v
   [ "$variant" = uncovered ] ||
     summary=$(cd "$root" && "${run[@]}" "$vpython" -m pytest -q -p no:cacheprovider -k "not builds_once" \
               "${smoke[@]/#/$repo/}" 2>&1 | tee -a "$log" | tail -n 1)
+  case "$summary" in *passed*) case "$summary" in *failed*|*error*) status=1 ;; esac ;; "not run"*) ;; *) status=1 ;; esac
   unset TORCH_DLPACK_BRIDGE_BUILD CXX TORCH_DLPACK_BRIDGE_CACHE
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$arch" "$torch_col" "$py" "${flavour:-?}" "$main" "$summary" \
     "${added:-?} ms" "$note" "$today" >> "$results"
@@ -201,3 +206,4 @@ Last run on {today}: {wheel_list}. Each row keeps the date it was checked.
         f.write("| " + " | ".join(cells) + " |\n")
 PY
 cat "$out"
+exit $status
