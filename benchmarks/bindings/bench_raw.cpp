@@ -1,5 +1,5 @@
 // bench_raw: METH_FASTCALL functions over consumer.h (no binding library), for benchmarks/bindings.py.
-// f0(), f1(x), f3(x, y, z): take tdb::TensorView arguments and read each data pointer.
+// f0(), f1(x), f3(x, y, z), f8(a..h): take tdb::TensorView arguments and read each data pointer.
 // view_loop(t, iters): ns per tdb::TensorView of t, timed in a C loop (the per-tensor cost of consumer.h).
 #include <time.h>
 
@@ -37,6 +37,17 @@ PyObject* f3(PyObject*, PyObject* const* args, Py_ssize_t n) {
     Py_RETURN_NONE;
   });
 }
+PyObject* f8(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return tdb::guard([&]() -> PyObject* {
+    nargs(n, 8);
+    tdb::TensorView a(args[0], "a"), b(args[1], "b"), c(args[2], "c"), d(args[3], "d"), e(args[4], "e"),
+        f(args[5], "f"), g(args[6], "g"), h(args[7], "h");
+    uintptr_t sum = 0;
+    for (const tdb::TensorView* v : {&a, &b, &c, &d, &e, &f, &g, &h}) sum += reinterpret_cast<uintptr_t>(v->data<char>());
+    g_sink = sum;
+    Py_RETURN_NONE;
+  });
+}
 double now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -63,6 +74,7 @@ PyCFunction fast(F f) {
 PyMethodDef methods[] = {{"f0", fast(f0), METH_FASTCALL, nullptr},
                          {"f1", fast(f1), METH_FASTCALL, nullptr},
                          {"f3", fast(f3), METH_FASTCALL, nullptr},
+                         {"f8", fast(f8), METH_FASTCALL, nullptr},
                          {"view_loop", fast(view_loop), METH_FASTCALL, nullptr},
                          {nullptr, nullptr, 0, nullptr}};
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "bench_raw", nullptr, -1, methods};

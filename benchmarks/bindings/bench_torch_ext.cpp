@@ -1,6 +1,6 @@
 // bench_torch_ext: a pybind11 torch extension taking torch::Tensor (what most kernel authors write),
-// compiled by torch.utils.cpp_extension.load for benchmarks/bindings.py. f0(), f1(x), f3(x, y, z) read
-// each data pointer.
+// compiled by torch.utils.cpp_extension.load for benchmarks/bindings.py. f0(), f1(x), f3(x, y, z), f8(a..h)
+// read each data pointer.
 #include <torch/extension.h>
 
 #include <cstdint>
@@ -15,5 +15,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("f1", [](const torch::Tensor& x) { g_sink = addr(x); });
   m.def("f3", [](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z) {
     g_sink = addr(x) + addr(y) + addr(z);
+  });
+  using T = const torch::Tensor&;
+  m.def("f8", [](T a, T b, T c, T d, T e, T f, T g, T h) {
+    g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
   });
 }
