@@ -13,7 +13,9 @@
 set -euo pipefail
 cache=${TDB_NEWEST_PYTHON_CACHE:-$HOME/.cache/torch_dlpack_bridge-newest-python}
 root=$cache/root
-pythons=(python3.14 python3.14-venv python3.15 python3.15-venv)
+# The Pythons, and a C/C++ compiler as the x86_64 host rows have (some tests compile fixtures with cc; the
+# matrix still forbids the package to build at import).
+packages=(python3.14 python3.14-venv python3.15 python3.15-venv gcc g++)
 
 write_runner() {
   mkdir -p "$cache/bin"
@@ -32,7 +34,12 @@ EOF
   chmod +x "$cache/bin/chroot-run.tmp.$$" && mv -f "$cache/bin/chroot-run.tmp.$$" "$cache/bin/chroot-run"
 }
 
-if [ -f "$cache/.complete" ]; then write_runner; echo "$cache"; exit 0; fi
+install_packages() {
+  "$cache/bin/chroot-run" dpkg -s "${packages[@]}" > /dev/null 2>&1 ||
+    "$cache/bin/chroot-run" sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends ${packages[*]} > /dev/null"
+}
+
+if [ -f "$cache/.complete" ]; then write_runner; install_packages; echo "$cache"; exit 0; fi
 export DEBIAN_FRONTEND=noninteractive
 start=$SECONDS
 command -v debootstrap > /dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap > /dev/null; }
@@ -46,7 +53,7 @@ unshare --mount debootstrap --variant=minbase --include=ca-certificates forky "$
 echo 'Acquire::Check-Valid-Until "false";' > "$root/etc/apt/apt.conf.d/99tdb-no-valid-until"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 write_runner
-"$cache/bin/chroot-run" sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends ${pythons[*]} > /dev/null"
+install_packages
 # The host's CA bundle (it may hold a local certificate authority the registry mirror needs), where the host's
 # pip settings (PIP_CERT) point.
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
