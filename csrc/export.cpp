@@ -143,8 +143,8 @@ struct PlainFields : c10::TensorImpl {
   int64_t plain_storage_offset() const noexcept { return storage_offset_; }
 };
 
-// Fills `out` from `t`: the fast path, inlined into each exporter, for a non-empty strided tensor on CPU or
-// CUDA with a dtype DLPack describes and no custom size, layout or device policy. It checks exactly what
+// Fills `out` from `t`: the fast path, inlined into each exporter, for a non-empty strided tensor on CPU, CUDA
+// (or ROCm) or a PrivateUse1 device with a dtype DLPack describes and no custom size, layout or device policy. It checks exactly what
 // describe_general() checks, and hands every tensor it is not sure of to describe_general(), so both accept
 // and refuse the same tensors and fill the same fields. Every field is read before `out` is written: the
 // compiler cannot prove that `out` does not alias the tensor, so a read after a store would load again. The
@@ -158,7 +158,8 @@ C10_ALWAYS_INLINE void describe(const at::Tensor& t, DLTensor& out) {
   const c10::DeviceType device = impl->device_type();
   c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
   const auto scalar = static_cast<size_t>(scalar_type(impl));
-  if (C10_UNLIKELY((device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA) || storage == nullptr ||
+  if (C10_UNLIKELY((device != c10::DeviceType::CPU && device != c10::DeviceType::CUDA &&
+                    device != c10::DeviceType::PrivateUse1) || storage == nullptr ||
                    storage->device_type() != device || scalar >= kNumScalarTypes ||
                    kDLDataTypeTable.of[scalar].bits == 0 || fields.plain_numel() == 0 ||
                    storage->data() == nullptr)) {
@@ -170,8 +171,9 @@ C10_ALWAYS_INLINE void describe(const at::Tensor& t, DLTensor& out) {
   // The item size from DLPack's dtype (bits x lanes / 8 for every dtype the table maps): no TypeMeta lookup.
   const int64_t offset = fields.plain_storage_offset() * ((static_cast<int64_t>(dtype.bits) * dtype.lanes) >> 3);
   DLDevice dl_device{kDLCPU, 0};
-  if (C10_UNLIKELY(device == c10::DeviceType::CUDA)) {
-    dl_device = {g_cuda_is_rocm ? kDLROCM : kDLCUDA, impl->device().index()};
+  if (C10_UNLIKELY(device != c10::DeviceType::CPU)) {
+    const DLDeviceType type = device == c10::DeviceType::CUDA ? (g_cuda_is_rocm ? kDLROCM : kDLCUDA) : kDLExtDev;
+    dl_device = {type, impl->device().index()};
   }
   out.device = dl_device;
   out.ndim = static_cast<int32_t>(sizes.size());
@@ -226,12 +228,17 @@ void delete_owned_export(DLManagedTensorVersioned* self) noexcept {
 
 }  // namespace
 
-DLManagedTensorVersioned* export_owning(c10::Storage storage, const DLTensor& view) {
+namespace {
+
+// One allocation holding the managed struct, its own copy of shape and strides, and a reference to `storage`
+// (copied, or moved in by the allocator). Inlined into both export_owning()s.
+template <class StorageRef>
+C10_ALWAYS_INLINE DLManagedTensorVersioned* make_owned(StorageRef&& storage, const DLTensor& view) {
   const int32_t ndim = view.ndim;
   void* memory = std::malloc(sizeof(OwnedExport) + 2 * static_cast<size_t>(ndim) * sizeof(int64_t));
   if (memory == nullptr) throw std::bad_alloc();
   auto* holder = static_cast<OwnedExport*>(memory);
-  new (&holder->storage) c10::Storage(std::move(storage));  // every other field is assigned below
+  new (&holder->storage) c10::Storage(std::forward<StorageRef>(storage));  // every other field is assigned below
   int64_t* dims = holder->dims();
   for (int32_t i = 0; i < ndim; ++i) {  // ndim is small: a loop beats two memcpy calls of unknown length
     dims[i] = view.shape[i];
@@ -248,10 +255,16 @@ DLManagedTensorVersioned* export_owning(c10::Storage storage, const DLTensor& vi
   return &m;
 }
 
+}  // namespace
+
+DLManagedTensorVersioned* export_owning(c10::Storage storage, const DLTensor& view) {
+  return make_owned(std::move(storage), view);
+}
+
 DLManagedTensorVersioned* export_owning(const at::Tensor& t) {
   DLTensor view;
   describe(t, view);
-  return export_owning(t.unsafeGetTensorImpl()->unsafe_storage(), view);
+  return make_owned(t.unsafeGetTensorImpl()->unsafe_storage(), view);  // the storage's reference: one increment
 }
 
 namespace {
