@@ -23,6 +23,7 @@ from torch_dlpack_bridge import _build, _loader
 
 MINOR = "{}.{}".format(*_build.version_tuple(torch.__version__))
 NIGHTLY = f"{MINOR}.0.dev20261101+cpu"  # same headers as the installed torch, but no shipped library trusted
+PYTHON_ABI = _build.running_python_abi()  # "gil", or "cp313t" on a free-threaded CPython
 
 IMPORT_AS = textwrap.dedent("""
     import json, sys, torch
@@ -135,7 +136,7 @@ def test_uncovered_torch_without_a_compiler_is_an_import_error_naming_the_fix(ca
 def test_library_built_for_another_torch_is_refused_not_loaded_blindly(cache, monkeypatch):
     """A library under another torch's name (a stale or misplaced file) is an ImportError naming both."""
     other = f"2.{int(MINOR.split('.')[1]) - 1}.0.dev1"
-    target = _build.TorchTarget(other, bool(torch._C._GLIBCXX_USE_CXX11_ABI), False, "/")
+    target = _build.TorchTarget(other, bool(torch._C._GLIBCXX_USE_CXX11_ABI), False, "/", PYTHON_ABI)
     monkeypatch.setenv("TORCH_DLPACK_BRIDGE_CACHE", cache["TORCH_DLPACK_BRIDGE_CACHE"])
     folder = _loader.cache_dir(target, torch_dlpack_bridge.__version__)
     os.makedirs(folder)
@@ -164,7 +165,7 @@ def plant(folder, name, marker=None, mode=0o755):
 
 
 def nightly_folder(cache):
-    target = _build.TorchTarget(NIGHTLY, bool(torch._C._GLIBCXX_USE_CXX11_ABI), False, "/")
+    target = _build.TorchTarget(NIGHTLY, bool(torch._C._GLIBCXX_USE_CXX11_ABI), False, "/", PYTHON_ABI)
     root = cache["TORCH_DLPACK_BRIDGE_CACHE"]
     folder = _loader.cache_dir(target, torch_dlpack_bridge.__version__).replace(_loader.cache_root(), root, 1)
     return folder, target.library_name
@@ -303,7 +304,7 @@ def test_library_for_the_other_cxx11_abi_is_refused(cache):
     """torch reports the other C++ ABI (as a pre-C++11-ABI wheel of the same torch would): the library built
     for this one, found under the other's name in the cache, is an ImportError naming both ABIs."""
     abi = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
-    target = _build.TorchTarget(NIGHTLY, not abi, False, "/")
+    target = _build.TorchTarget(NIGHTLY, not abi, False, "/", PYTHON_ABI)
     folder = _loader.cache_dir(target, torch_dlpack_bridge.__version__).replace(
         _loader.cache_root(), cache["TORCH_DLPACK_BRIDGE_CACHE"], 1)
     os.makedirs(folder, mode=0o700)
@@ -313,29 +314,33 @@ def test_library_for_the_other_cxx11_abi_is_refused(cache):
     result = run_python(code + IMPORT_AS.replace("sys.argv[1]", repr(NIGHTLY)), TORCH_DLPACK_BRIDGE_BUILD="0",
                         **cache)
     message = json.loads(result.stdout.splitlines()[-1])["import_error"]
-    assert (f"(C++11 ABI {abi}) and a CPython with a GIL, not for the running torch {NIGHTLY} (C++11 ABI "
-            f"{not abi})") in message
+    python = _loader.describe_python_abi(PYTHON_ABI)
+    assert (f"(C++11 ABI {abi}) and {python}, not for the running torch {NIGHTLY} (C++11 ABI {not abi}) and "
+            f"{python}") in message
 
 
-def test_library_for_a_cpython_with_a_gil_is_refused_by_a_free_threaded_one(cache):
-    """A free-threaded CPython counts references differently: a GIL build's library, found in the cache
-    under the free-threaded name (a cache shared between python3.13 and python3.13t), is refused, naming
-    both. Seen here from a GIL interpreter that reports itself free-threaded (sys.abiflags "t"); the
-    reverse, on a real 3.13t, is in scripts/freethreaded_check.sh."""
-    python_abi = "cp{}{}t".format(*sys.version_info[:2])
-    target = _build.TorchTarget(NIGHTLY, bool(torch._C._GLIBCXX_USE_CXX11_ABI), False, "/", python_abi)
+def test_library_for_the_other_kind_of_cpython_is_refused(cache):
+    """A free-threaded CPython counts references differently from a GIL build: a library found in the cache
+    under the other kind's name (a cache shared between python3.13 and python3.13t) is refused, naming
+    both. This interpreter's own library is planted where the other kind looks, and the interpreter is made
+    to report itself as the other kind (sys.abiflags): run on a GIL interpreter it shows a free-threaded one
+    refusing a GIL library; on a free-threaded one (scripts/freethreaded_check.sh), the reverse."""
+    other_flags, other_abi = ("t", "cp{}{}t".format(*sys.version_info[:2])) if PYTHON_ABI == "gil" else ("", "gil")
+    target = _build.TorchTarget(NIGHTLY, bool(torch._C._GLIBCXX_USE_CXX11_ABI), False, "/", other_abi)
     folder = _loader.cache_dir(target, torch_dlpack_bridge.__version__).replace(
         _loader.cache_root(), cache["TORCH_DLPACK_BRIDGE_CACHE"], 1)
-    assert folder != _loader.cache_dir(_build.TorchTarget(NIGHTLY, target.cxx11_abi, False, "/"), "x").replace(
+    own = _build.TorchTarget(NIGHTLY, target.cxx11_abi, False, "/", PYTHON_ABI)
+    assert folder != _loader.cache_dir(own, torch_dlpack_bridge.__version__).replace(
         _loader.cache_root(), cache["TORCH_DLPACK_BRIDGE_CACHE"], 1), "the cache keys the Python ABI"
+    assert target.library_name != own.library_name
     os.makedirs(folder, mode=0o700)
     os.chmod(cache["TORCH_DLPACK_BRIDGE_CACHE"], 0o700)
     shutil.copy(torch_dlpack_bridge.build_info()["library"], os.path.join(folder, target.library_name))
-    result = run_python("import sys; sys.abiflags = 't'\n" + IMPORT_AS.replace("sys.argv[1]", repr(NIGHTLY)),
-                        TORCH_DLPACK_BRIDGE_BUILD="0", **cache)
+    code = f"import sys; sys.abiflags = {other_flags!r}\n" + IMPORT_AS.replace("sys.argv[1]", repr(NIGHTLY))
+    result = run_python(code, TORCH_DLPACK_BRIDGE_BUILD="0", **cache)
     message = json.loads(result.stdout.splitlines()[-1])["import_error"]
-    assert f"and a CPython with a GIL, not for the running torch {NIGHTLY}" in message
-    assert f"and free-threaded CPython ({python_abi})" in message
+    assert (f"and {_loader.describe_python_abi(PYTHON_ABI)}, not for the running torch {NIGHTLY} (C++11 ABI "
+            f"{target.cxx11_abi}) and {_loader.describe_python_abi(other_abi)}") in message, message
 
 
 def test_compile_table_links_under_a_temporary_name_fsyncs_then_renames(tmp_path, monkeypatch):
