@@ -13,9 +13,9 @@
 set -euo pipefail
 cache=${TDB_NEWEST_PYTHON_CACHE:-$HOME/.cache/torch_dlpack_bridge-newest-python}
 root=$cache/root
-# The Pythons, and a C/C++ compiler as the x86_64 host rows have (some tests compile fixtures with cc; the
-# matrix still forbids the package to build at import).
-packages=(python3.14 python3.14-venv python3.15 python3.15-venv gcc g++)
+# The Pythons with their headers, and a C/C++ compiler, as the x86_64 host rows have (tests build at import
+# in subprocesses and compile fixtures; the matrix still forbids the installed package to build at import).
+packages=(python3.14 python3.14-venv python3.14-dev python3.15 python3.15-venv python3.15-dev gcc g++)
 
 write_runner() {
   mkdir -p "$cache/bin"
