@@ -5,7 +5,8 @@ and `current_work_stream` on the stand-in device (issue 18).
     python benchmarks/consumers.py                 # measure this torch (about 2-4 minutes), then write the
                                                    # section of benchmarks/RESULTS.md from every torch measured
     python benchmarks/consumers.py --no-write      # measure only (benchmarks/consumers/torch<version>.json)
-    ~/.cache/tdb-bench/venv-torch2.9.1/bin/python benchmarks/consumers.py   # the torch 2.9.1 rows
+    cd benchmarks && ~/.cache/tdb-bench/venv-torch2.9.1/bin/python consumers.py   # the torch 2.9.1 rows (run
+                                                   # outside the source tree: its package is not built there)
 
 Providers (whatever this torch has): this project's table, torch's own (torch >= 2.10), tvm-ffi's backport
 (the library `python -m tvm_ffi.utils._build_optional_torch_c_dlpack` makes for this torch; built once into
@@ -40,11 +41,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT_DIR = HERE / "consumers"
 START, END = "<!-- consumers:start -->", "<!-- consumers:end -->"
-sys.path.insert(0, str(ROOT))  # the source tree's package when it is not installed
-
 import torch  # noqa: E402
 
-import torch_dlpack_bridge as bridge  # noqa: E402
+try:
+    import torch_dlpack_bridge as bridge  # noqa: E402
+except ImportError:  # run from a source tree built in place
+    sys.path.insert(0, str(ROOT))
+    import torch_dlpack_bridge as bridge  # noqa: E402
 from torch_dlpack_bridge import _bench  # noqa: E402
 
 OURS, NATIVE, BACKPORT, NONE = _bench.OURS, _bench.NATIVE, _bench.BACKPORT, "no table (__dlpack__ path)"
@@ -139,7 +142,7 @@ for k in range(int(sys.argv[3])):
 print(json.dumps({"ns": out, "errors": errors}))
 """ % (OURS, NATIVE, BACKPORT)
     p = subprocess.run([sys.executable, "-c", code, str(ROOT / "tests"), str(backport or ""), str(rounds),
-                        str(iters)], capture_output=True, text=True, timeout=900)
+                        str(iters)], capture_output=True, text=True, timeout=900, cwd=str(HERE))
     try:
         return json.loads(p.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
@@ -153,7 +156,7 @@ def device_backend_ready() -> Optional[str]:
         from privateuse1_backend import build_directory  # noqa: PLC0415
         code = "import sys; sys.path.insert(0, sys.argv[1]); from privateuse1_backend import load; load()"
         p = subprocess.run([sys.executable, "-c", code, str(ROOT / "tests")], capture_output=True, text=True,
-                           timeout=900)
+                           timeout=900, cwd=str(HERE))
         if p.returncode != 0:
             return None
         return build_directory()
@@ -192,8 +195,9 @@ def measure(rounds: int, number: int, repeats: int, cache_dir: Path, build: bool
         for name in order:
             spec = {"provider": name, "backport": str(backport) if backport else None, "number": number,
                     "repeats": repeats, "device": device}
+            # cwd: not the source tree, whose unbuilt package would shadow the installed one
             p = subprocess.run([sys.executable, "-c", code, json.dumps(spec), str(HERE)], capture_output=True,
-                               text=True, env=env, timeout=900)
+                               text=True, env=env, timeout=900, cwd=str(HERE))
             try:
                 out = json.loads(p.stdout.strip().splitlines()[-1])
             except (IndexError, ValueError):
@@ -357,6 +361,16 @@ def write_into(results: Path, text: str) -> None:
     results.write_text(new)
 
 
+def kernel_times() -> Optional[Dict[str, float]]:
+    """ns per call of the 8-tensor kernels from the latest benchmarks/bindings.py run for this torch (best round)."""
+    f = OUT_DIR / f"bindings-torch{torch.__version__.split('+')[0]}.json"
+    if not f.exists():
+        return None
+    data = json.loads(f.read_text())["data"]
+    return {name: min(d["8"]) for name, d in data.items()
+            if not name.startswith("_") and not name.startswith("tvm-ffi") and d.get("8")}
+
+
 def plot(all_data: List[Dict[str, Any]], kernels: Optional[Dict[str, float]], path: Path) -> Optional[str]:
     """Bars: ns per call with 8 contiguous tensors, per provider and torch; and the 8-tensor kernels."""
     try:
@@ -417,7 +431,9 @@ def main() -> int:
     if not args.no_write:
         text = section(load_all())
         write_into(HERE / "RESULTS.md", text)
-        print(f"wrote the section into {HERE / 'RESULTS.md'}", file=sys.stderr)
+        why = plot(load_all(), kernel_times(), HERE / "consumers.png")
+        print(f"wrote the section into {HERE / 'RESULTS.md'}" + (f"; {why}" if why else f" and {HERE / 'consumers.png'}"),
+              file=sys.stderr)
     return 0
 
 
