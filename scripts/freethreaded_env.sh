@@ -42,14 +42,10 @@ fi
 "$python" -c 'import sys; assert not sys._is_gil_enabled(), "not a free-threaded build"'
 
 venv=$cache/venv-torch$torch_version
-if [ ! -e "$venv/.complete" ]; then
-  rm -rf "$venv"
-  "$python" -m venv "$venv"
-  # Wheels only for numpy (the newest with a cp313t wheel is 2.4) and hypothesis (its newest sdists need a
-  # Rust toolchain and crates.io); apache-tvm-ffi has no cp313t wheel (its tests skip).
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q "torch==$torch_version" "numpy<2.5" pytest hypothesis "setuptools>=77" wheel \
-    pybind11 nanobind --only-binary=numpy,hypothesis
-  touch "$venv/.complete"
-fi
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+# Each time (a no-op once satisfied, so an interrupted install completes). Wheels only for numpy (the newest
+# with a cp313t wheel is 2.4) and hypothesis (its newest sdists need a Rust toolchain and crates.io);
+# apache-tvm-ffi has no cp313t wheel (its tests skip). auditwheel: for scripts/build_wheels.sh.
+"$venv/bin/python" -m pip install -q "torch==$torch_version" "numpy<2.5" pytest hypothesis "setuptools>=77" wheel \
+  pybind11 nanobind scikit-build-core cmake ninja auditwheel --only-binary=numpy,hypothesis
 echo "$venv/bin/python"

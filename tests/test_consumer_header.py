@@ -172,7 +172,10 @@ def test_cache_keeps_its_first_types_alive_and_still_serves_the_rest(probe):
         assert probe.api_ptr(T(), "x") == TORCH_API
     del others, T
     gc.collect()
-    assert last() is None  # an uncached type is not kept
+    # An uncached type is not kept; CPython 3.13t itself keeps every class once a thread has started (it
+    # makes objects with deferred reference counts immortal), so there is nothing to see.
+    if "t" not in getattr(sys, "abiflags", ""):
+        assert last() is None
 
 
 def test_threads_fill_and_read_a_fresh_cache_at_once(probe, tmp_path):
