@@ -7,23 +7,39 @@
 #      library of the other kind of interpreter is refused (tests/test_loader.py, run here and on a GIL
 #      interpreter: both directions), and threads race through export, import and allocation.
 #
-#   scripts/freethreaded_check.sh [torch version]     # default 2.12.0; writes scripts/freethreaded_check.md
+# With --wheel, the cp313t wheel of scripts/build_wheels.sh is installed instead, building at import is
+# forbidden (TORCH_DLPACK_BRIDGE_BUILD=0, CXX=/nonexistent) for steps 2, and step 3 runs the wheel smoke
+# subset of scripts/wheel_matrix.sh.
+#
+#   scripts/freethreaded_check.sh [--wheel WHEEL] [torch version]
+#   (default torch 2.12.0; appends its result to scripts/freethreaded_check.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+wheel=
+if [ "${1:-}" = --wheel ]; then wheel=$(realpath "${2:?--wheel needs a file}"); shift 2; fi
 torch_version=${1:-2.12.0}
 python=$(scripts/freethreaded_env.sh "$torch_version")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir "$work/src"
-git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$work/src"
 "$python" -m pip uninstall -y -q torch_dlpack_bridge 2>/dev/null || true
-"$python" -m pip install -q --no-build-isolation "$work/src"
+tests=(test_publish test_export test_import test_allocator test_stream_cpu test_threads test_loader test_autoload
+       test_consumer_header test_bindings)
+if [ -n "$wheel" ]; then
+  "$python" -m pip install -q "$wheel"
+  export TORCH_DLPACK_BRIDGE_BUILD=0 CXX=/nonexistent
+  tests=(test_publish test_export test_import test_allocator test_stream_cpu test_threads)
+  installed="the wheel $(basename "$wheel")"
+else
+  mkdir "$work/src"
+  git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$work/src"
+  "$python" -m pip install -q --no-build-isolation "$work/src"
+  installed="a source install (pip install --no-build-isolation)"
+fi
 export TORCH_DLPACK_BRIDGE_CACHE=$work/cache
 unset PYTHON_GIL
 cd "$work"  # outside the checkout: the installed package is what gets imported
 
-gil_state='import sys; print("GIL enabled" if sys._is_gil_enabled() else "GIL disabled")'
 "$python" -W error::RuntimeWarning -c "import torch, sys
 assert hasattr(torch.Tensor, '__dlpack_c_exchange_api__') and 'torch_dlpack_bridge' in sys.modules, 'not published'
 import torch_dlpack_bridge
@@ -40,17 +56,16 @@ assert not sys._is_gil_enabled(), 'the GIL came back'
 print('python -m torch_dlpack_bridge: GIL disabled')"
 
 log=${TMPDIR:-/tmp}/tdb-freethreaded-pytest.log
-PYTHON_GIL=0 "$python" -m pytest -q -p no:cacheprovider "$repo"/tests/test_publish.py "$repo"/tests/test_export.py \
-  "$repo"/tests/test_import.py "$repo"/tests/test_allocator.py "$repo"/tests/test_stream_cpu.py \
-  "$repo"/tests/test_threads.py "$repo"/tests/test_loader.py "$repo"/tests/test_autoload.py \
-  "$repo"/tests/test_consumer_header.py "$repo"/tests/test_bindings.py 2>&1 | tee "$log" | tail -n 5
+paths=()
+for t in "${tests[@]}"; do paths+=("$repo/tests/$t.py"); done
+(unset TORCH_DLPACK_BRIDGE_BUILD CXX
+ PYTHON_GIL=0 "$python" -m pytest -q -p no:cacheprovider "${paths[@]}" 2>&1 | tee "$log" | tail -n 5) || true
 summary=$(tail -n 1 "$log")
-{
-  echo "# Free-threaded CPython check"
-  echo
-  echo "\`scripts/freethreaded_check.sh $torch_version\` on $(date -u +%Y-%m-%d): $("$python" -VV | head -n 1), torch $torch_version."
-  echo
-  echo "- GIL after \`import torch\` (hook), \`import torch_dlpack_bridge\`, \`python -m torch_dlpack_bridge\`: disabled"
-  echo "- suite with PYTHON_GIL=0: $summary"
-} > "$repo/scripts/freethreaded_check.md"
-cat "$repo/scripts/freethreaded_check.md"
+md=$repo/scripts/freethreaded_check.md
+[ -f "$md" ] || printf '# Free-threaded CPython check\n\nRows appended by scripts/freethreaded_check.sh.\n\n%s\n%s\n' \
+  "| date | interpreter | torch | installed | GIL after import torch and the main job | suite with PYTHON_GIL=0 |" \
+  "|---|---|---|---|---|---|" > "$md"
+echo "| $(date -u +%Y-%m-%d) | $("$python" -c 'import sys; print(sys.version.split()[0] + "t")') | $torch_version |" \
+  "$installed | off | $summary |" >> "$md"
+tail -n 1 "$md"
+case "$summary" in *failed*|*error*) exit 1 ;; esac
