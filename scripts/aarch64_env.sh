@@ -14,9 +14,10 @@
 # What it makes there:
 #   sysroot/       Debian 12 arm64 .debs unpacked (glibc, libstdc++, CPython 3.11 and its headers); never
 #                  `apt-get install pkg:arm64`, which can replace the host's python3 and libc
-#   bin/aarch64-run CMD...   runs CMD in a private user + mount namespace where aarch64 programs run under
-#                  qemu-user (a binfmt_misc instance of that namespace, Linux >= 6.7, so a subprocess the emulated
-#                  Python starts is emulated too, and x86_64 programs it starts, such as a compiler, run natively),
+#   bin/aarch64-run CMD...   runs CMD in a private user + mount namespace (every uid mapped to itself) where
+#                  aarch64 programs run under qemu-user (a binfmt_misc instance of that namespace, Linux >= 6.7,
+#                  so a subprocess the emulated Python starts is emulated too, and x86_64 programs it starts,
+#                  such as a compiler, run natively),
 #                  and /proc/cpuinfo shows an arm64 CPU (torch's cpuinfo crashes on the host's x86 one under qemu 7.2)
 #   bin/python3.11 the emulated CPython (through aarch64-run)
 #   toolchain/bin/{c++,g++,cc,gcc}  what the emulated machine's native compiler would be: the cross compiler,
@@ -81,15 +82,26 @@ printf '%s' ":tdb-aarch64:M::$magic:$mask:$(command -v qemu-aarch64):F" | put "$
 put "$cache/bin/aarch64-run" <<'EOF'
 #!/bin/sh
 # Runs "$@" where aarch64 programs run under qemu-user with ../sysroot (scripts/aarch64_env.sh made this).
+# A mount namespace of this user (root) where /proc/cpuinfo shows an arm64 CPU; inside it a user namespace that
+# maps every uid and gid to itself (ownership and chown work as outside) and owns a binfmt_misc instance
+# sending aarch64 programs to qemu-user. Nothing changes outside.
 here=$(cd "$(dirname "$0")/.." && pwd)
 export QEMU_LD_PREFIX="$here/sysroot"
-# Two namespaces: a mount namespace of this user (root) where /proc/cpuinfo can be covered, then inside it a
-# user + mount namespace that owns a binfmt_misc instance of its own (nothing changes outside).
 exec unshare --mount sh -c '
-  mount --bind "$0/cpuinfo" /proc/cpuinfo
-  exec unshare --user --map-root-user --mount sh -c "
-    mount -t binfmt_misc binfmt_misc \"\$0/binfmt\" && cat \"\$0/binfmt-rule\" > \"\$0/binfmt/register\" &&
-    exec \"\$@\"" "$0" "$@"' "$here" "$@"
+  here=$0
+  mount --bind "$here/cpuinfo" /proc/cpuinfo
+  exec 3<&0  # an asynchronous command gets /dev/null as stdin unless told
+  fifo=$(mktemp -u /tmp/tdb-aarch64-run.XXXXXX) && mkfifo -m 600 "$fifo"
+  unshare --user --mount sh -c "
+    read go < \"\$0\" && rm -f \"\$0\" &&
+    mount -t binfmt_misc binfmt_misc \"\$1/binfmt\" && cat \"\$1/binfmt-rule\" > \"\$1/binfmt/register\" &&
+    shift && exec \"\$@\"" "$fifo" "$here" "$@" 0<&3 3<&- &
+  pid=$!
+  # The identity maps are written from outside, once the child is in its user namespace.
+  outer=$(readlink /proc/self/ns/user)
+  while kill -0 $pid 2> /dev/null && [ "$(readlink /proc/$pid/ns/user)" = "$outer" ]; do sleep 0.01; done
+  echo "0 0 4294967295" > /proc/$pid/uid_map && echo "0 0 4294967295" > /proc/$pid/gid_map && echo go > "$fifo"
+  wait $pid' "$here" "$@"
 EOF
 put "$cache/bin/python3.11" <<EOF
 #!/bin/sh
