@@ -55,7 +55,9 @@ esac
 export DEBIAN_FRONTEND=noninteractive
 start=$SECONDS
 if ! command -v qemu-aarch64 > /dev/null || ! command -v aarch64-linux-gnu-g++ > /dev/null; then
-  apt-get update -qq && apt-get install -y -qq qemu-user g++-aarch64-linux-gnu binutils-aarch64-linux-gnu > /dev/null
+  # (No recommends: qemu-user-binfmt would register qemu for the whole host where binfmt_misc is mounted.)
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends qemu-user g++-aarch64-linux-gnu \
+    binutils-aarch64-linux-gnu > /dev/null
 fi
 if [ ! -f "$cache/.complete" ]; then
   dpkg --print-foreign-architectures | grep -qx arm64 || { dpkg --add-architecture arm64 && apt-get update -qq; }
