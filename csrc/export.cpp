@@ -62,7 +62,11 @@ bool may_lack_real_storage(const c10::TensorImpl* impl) noexcept {
   }
   if (impl->is_neg()) fail(ErrorKind::Buffer, prefix + "a tensor with the negative bit set: call .resolve_neg() first");
   if (impl->device_type() == c10::DeviceType::Meta) {
-    fail(ErrorKind::Buffer, prefix + "a meta tensor (or a FakeTensor): it has no data");
+    // FakeTensors (torch.compile, torch.export, FakeTensorMode) are meta tensors underneath: say the way out.
+    fail(ErrorKind::Buffer, prefix + "a meta tensor or FakeTensor: it has no data (torch.compile, torch.export "
+                                     "and FakeTensorMode trace with such tensors: call the kernel through a "
+                                     "custom op with a fake implementation, torch.library.custom_op and "
+                                     "register_fake)");
   }
   if (dl_device_type_of(impl->device_type()) == 0) {
     fail(ErrorKind::Buffer,
