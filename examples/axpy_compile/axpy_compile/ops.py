@@ -48,8 +48,8 @@ scaled_copy_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 def direct(*tensors: torch.Tensor) -> bool:
-    """Whether a call may go straight to the kernel: torch is not compiling (Dynamo folds this to False while
-    tracing, so the graph gets the op), every tensor is a plain torch.Tensor (FakeTensors, functional tensors
+    """Whether a call may go straight to the kernel: torch is not compiling (while Dynamo traces, is_compiling()
+    is True, so the graph gets the op), every tensor is a plain torch.Tensor (FakeTensors, functional tensors
     and other subclasses take the op and its dispatch), and autograd has nothing to record."""
     if torch.compiler.is_compiling():
         return False

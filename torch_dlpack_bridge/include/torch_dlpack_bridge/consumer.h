@@ -638,6 +638,20 @@ inline DLManagedTensorVersioned* export_by_protocol(PyObject* obj, const char* n
 
 }  // namespace detail
 
+namespace detail {
+/*!
+ * \brief Throws BufferError when `t` has elements but no data pointer: a meta tensor or FakeTensor that its
+ * producer exported anyway (torch's own table does, with data = NULL). Our producer refuses those itself.
+ */
+inline void check_has_data(const DLTensor& t, const char* name) {
+  if (t.data || numel(t) == 0) return;  // data is NULL only at size zero for real tensors: one cheap test
+  throw Error(PyExc_BufferError, arg(name) + "has no data (a meta tensor or FakeTensor): torch.compile, "
+                                             "torch.export and FakeTensorMode trace with such tensors; call the "
+                                             "kernel through a custom op with a fake implementation "
+                                             "(torch.library.custom_op and register_fake)");
+}
+}  // namespace detail
+
 // ---------------------------------------------------------------------------------------------
 // Owning handle
 // ---------------------------------------------------------------------------------------------
@@ -673,10 +687,16 @@ class ManagedTensor {
   }
   /*! \brief from_python() with the table already looked up (`api` nullptr: use `__dlpack__`). */
   static ManagedTensor from_python(PyObject* obj, const DLPackExchangeAPI* api, const char* name) {
-    if (!api) return ManagedTensor(detail::export_by_protocol(obj, name), nullptr);
+    if (!api) {
+      ManagedTensor m(detail::export_by_protocol(obj, name), nullptr);
+      detail::check_has_data(m.dl(), name);
+      return m;
+    }
     DLManagedTensorVersioned* out = nullptr;
     if (api->managed_tensor_from_py_object_no_sync(obj, &out) != 0) detail::throw_pending(name);
-    return ManagedTensor(out, api);
+    ManagedTensor m(out, api);
+    detail::check_has_data(m.dl(), name);  // the deleter runs if this throws
+    return m;
   }
   ManagedTensor(const ManagedTensor&) = delete;
   ManagedTensor& operator=(const ManagedTensor&) = delete;
@@ -772,6 +792,7 @@ class TensorView {
     }
     if (t_.ndim < 0 || (t_.ndim > 0 && (!t_.shape || !t_.strides)))
       throw Error(PyExc_BufferError, detail::arg(name) + "producer gave a DLTensor without shape or strides");
+    detail::check_has_data(t_, name);
   }
   TensorView(const TensorView&) = delete;
   TensorView& operator=(const TensorView&) = delete;
