@@ -10,8 +10,10 @@ the kernel called directly; the kernel unless torch.compiler.is_compiling(); the
 wrapper (axpy_compile.axpy_: the kernel unless compiling, a subclass or autograd, see its ops.direct());
 the torch.library.custom_op object (axpy_compile.axpy_op); its OpOverload
 (torch.ops.axpy_compile.axpy_.default); and the lower-level torch.library.Library define/impl route (a
-Python impl for the CPU key and a fake impl, no autograd registration). Ratios are to the direct call, per round,
-median over rounds.
+Python impl for the CPU key and a fake impl, no autograd registration); then scaled_copy(a, x), which
+allocates its result (a functional op with a backward: no mutation to dispatch), directly, through its
+wrapper and through its custom_op. Ratios are to the same kernel's direct call, per round, median over
+rounds.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ def build(site: Path) -> None:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{res.stdout}\n{res.stderr}")
 
 
+BASE, SCALED_BASE = "kernel called directly", "scaled_copy(a, x), a functional op: kernel called directly"
+
+
 def routes(ac):
     """name -> (callable taking (a, x, y), what it gives up against the custom op)."""
     from axpy_compile import _kernels
@@ -74,6 +79,12 @@ def routes(ac):
         "its OpOverload (torch.ops.ns.op.default)": (overload, "nothing; skips the custom_op Python wrapper"),
         "torch.library.Library define + impl (CPU) + register_fake": (
             library_op, "no autograd formula unless registered; schema written by hand; mutation declared in it"),
+        "scaled_copy(a, x), a functional op: kernel called directly": (
+            lambda a, x, y: _kernels.scaled_copy(a, x), "as above (allocates its result through the table)"),
+        "scaled_copy: axpy_compile.scaled_copy (recommended)": (
+            lambda a, x, y: ac.scaled_copy(a, x), "as axpy_compile.axpy_"),
+        "scaled_copy: torch.library.custom_op object": (
+            lambda a, x, y: ac.scaled_copy_op(a, x), "nothing"),
         "_lib": (lib, ""),
     }
 
@@ -93,11 +104,11 @@ def measure(fns, rounds: int, number: int):
 
 
 def report(fns, times) -> str:
-    direct = times["kernel called directly"]
     lines = [f"torch {torch.__version__}, {os.cpu_count()} cores; ns per call (median of rounds, each the best "
-             f"of 3 timeit runs); ratio to the direct call, median of per-round ratios", "",
+             f"of 3 timeit runs); ratio to the same kernel called directly, median of per-round ratios", "",
              "| route | ns per call | ratio to direct | gives up |", "|---|---:|---:|---|"]
     for name, ts in times.items():
+        direct = times[BASE if not name.startswith("scaled_copy") else SCALED_BASE]  # the same kernel's direct call
         ratio = statistics.median(t / d for t, d in zip(ts, direct))
         lines.append(f"| {name} | {statistics.median(ts):,.0f} | {ratio:.1f}x | {fns[name][1]} |")
     return "\n".join(lines)

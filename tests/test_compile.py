@@ -204,4 +204,4 @@ def test_dispatch_benchmark_runs(site):
                           "--rounds", "1", "--number", "200"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     rows = [ln for ln in res.stdout.splitlines() if ln.startswith("| ") and "ns per call" not in ln]
-    assert len(rows) == 6 and rows[0].startswith("| kernel called directly | ") and "| 1.0x |" in rows[0]
+    assert len(rows) == 9 and rows[0].startswith("| kernel called directly | ") and "| 1.0x |" in rows[0]

@@ -47,15 +47,19 @@ def _backward(ctx, grad):
 scaled_copy_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+# Looked up once: direct() runs on every eager call (Dynamo still sees torch.compiler.is_compiling itself).
+_is_compiling, _is_grad_enabled, _Tensor = torch.compiler.is_compiling, torch.is_grad_enabled, torch.Tensor
+
+
 def direct(*tensors: torch.Tensor) -> bool:
     """Whether a call may go straight to the kernel: torch is not compiling (while Dynamo traces, is_compiling()
     is True, so the graph gets the op), every tensor is a plain torch.Tensor (FakeTensors, functional tensors
     and other subclasses take the op and its dispatch), and autograd has nothing to record."""
-    if torch.compiler.is_compiling():
+    if _is_compiling():
         return False
-    grad = torch.is_grad_enabled()
+    grad = _is_grad_enabled()
     for t in tensors:
-        if type(t) is not torch.Tensor or (grad and t.requires_grad):
+        if type(t) is not _Tensor or (grad and t.requires_grad):
             return False
     return True
 
