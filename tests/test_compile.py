@@ -107,6 +107,22 @@ def test_opcheck_passes(ac, case):
     assert result and set(result.values()) == {"SUCCESS"}, result
 
 
+def test_library_define_impl_route_passes_opcheck(ac):
+    # The lower-level route of benchmarks/dispatch.py: a hand-written schema, a CPU impl and a fake impl.
+    from axpy_compile import _kernels
+
+    lib = torch.library.Library("tdb_test_compile", "DEF")
+    lib.define("axpy_(float a, Tensor x, Tensor(a!) y) -> ()")
+    lib.impl("axpy_", lambda a, x, y: _kernels.axpy_(a, x, y), "CPU")
+    torch.library.register_fake("tdb_test_compile::axpy_", lambda a, x, y: None, lib=lib)
+    try:
+        op = torch.ops.tdb_test_compile.axpy_.default
+        result = torch.library.opcheck(op, (2.0, torch.randn(5), torch.randn(5)))
+        assert set(result.values()) == {"SUCCESS"}, result
+    finally:
+        lib._destroy()
+
+
 def test_fullgraph_compile_matches_eager(ac):
     def step(a, x, y):
         ac.axpy_(a, x, y)  # in place: functionalized in the graph, written back to y
