@@ -17,6 +17,7 @@ def quotes():
 def test_readme_has_a_quoted_snippet_per_flavour():
     paths = {path for path, _ in quotes()}
     assert {"examples/axpy_kernels/axpy_kernels.cpp", "examples/axpy_pybind11/axpy_pybind11.cpp",
+            "examples/axpy_compile/axpy_compile/ops.py",
             "examples/axpy_nanobind/axpy_nanobind.cpp", "examples/axpy_nanobind/CMakeLists.txt"} <= paths
 
 
