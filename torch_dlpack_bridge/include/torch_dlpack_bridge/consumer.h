@@ -452,6 +452,20 @@ inline bool has_dlpack_method(PyObject* obj) noexcept {
   return PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(obj)), "__dlpack__") == 1;
 }
 
+/*!
+ * \brief is_dlpack_tensor(obj) (below), also giving type(obj)'s table in `*api` (nullptr when only
+ * `__dlpack__` makes it a tensor), so that a type caster looks the table up once for the question and the view.
+ */
+inline bool dlpack_tensor_table(PyObject* obj, const DLPackExchangeAPI** api) noexcept {
+  *api = nullptr;
+  if (PyType_Check(obj)) return false;  // one flag test; the metatype of a class publishes nothing anyway
+  try {
+    if ((*api = find_exchange_api(Py_TYPE(obj)))) return true;
+  } catch (...) {  // std::bad_alloc building a message: fall through to the cheaper question
+  }
+  return has_dlpack_method(obj);
+}
+
 }  // namespace detail
 
 /*!
@@ -461,12 +475,8 @@ inline bool has_dlpack_method(PyObject* obj) noexcept {
  * overload" and "a tensor: export it").
  */
 inline bool is_dlpack_tensor(PyObject* obj) noexcept {
-  if (PyType_Check(obj)) return false;  // one flag test; the metatype of a class publishes nothing anyway
-  try {
-    if (find_exchange_api(Py_TYPE(obj))) return true;
-  } catch (...) {  // std::bad_alloc building a message: fall through to the cheaper question
-  }
-  return detail::has_dlpack_method(obj);
+  const DLPackExchangeAPI* api;
+  return detail::dlpack_tensor_table(obj, &api);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -710,7 +720,9 @@ class ManagedTensor {
     }
     return *this;
   }
-  ~ManagedTensor() { reset(); }
+  ~ManagedTensor() {
+    if (t_) reset();  // the empty handle (e.g. inside a TensorView) costs one test, not a call
+  }
 
   /*!
    * \brief Calls the deleter now (if any tensor is held) and empties the handle. Safe with a Python
@@ -782,7 +794,12 @@ class ManagedTensor {
 class TensorView {
  public:
   /*! \brief Describes `obj` (borrowed). Throws TypeError for a non-tensor, or the producer's error, named. */
-  TensorView(PyObject* obj, const char* name) : name_(name), api_(find_exchange_api(Py_TYPE(obj))) {
+  TensorView(PyObject* obj, const char* name) : TensorView(obj, find_exchange_api(Py_TYPE(obj)), name) {}
+  /*!
+   * \brief Describes `obj` (borrowed) through `api`, the table find_exchange_api(Py_TYPE(obj)) returned
+   * (nullptr: through `obj.__dlpack__()`). For type casters that have looked the table up already.
+   */
+  TensorView(PyObject* obj, const DLPackExchangeAPI* api, const char* name) : name_(name), api_(api) {
     if (api_ && api_->dltensor_from_py_object_no_sync) {  // the fast path: no allocation, no reference
       if (api_->dltensor_from_py_object_no_sync(obj, &t_) != 0) detail::throw_pending(name);
     } else {

@@ -119,8 +119,13 @@ class type_caster<tdb::TensorView> {
   bool load(handle src, bool convert) {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
-    if (!tdb::is_dlpack_tensor(obj)) return false;
-    return tdb::detail::pybind11_load([this, obj] { value_.emplace(obj, "tensor"); }, convert);
+    const DLPackExchangeAPI* api;  // looked up once, for the question and the view
+    if (!tdb::detail::dlpack_tensor_table(obj, &api)) return false;
+    if (convert) {  // what pybind11_load does in the converting pass, here without a call
+      value_.emplace(obj, api, "tensor");
+      return true;
+    }
+    return tdb::detail::pybind11_load([this, obj, api] { value_.emplace(obj, api, "tensor"); }, convert);
   }
   operator tdb::TensorView*() { return &*value_; }
   operator tdb::TensorView&() { return *value_; }
