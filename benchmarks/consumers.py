@@ -225,8 +225,37 @@ def measure(rounds: int, number: int, repeats: int, cache_dir: Path, build: bool
         per_round.append(row)
         print(f"  round {r + 1}/{rounds} of the tvm-ffi calls done", file=sys.stderr, flush=True)
     stream = stream_times(backport, rounds=max(15, rounds * 3), iters=20000) if device else None
+    other = NATIVE if NATIVE in providers else BACKPORT if BACKPORT in providers else None
+    pairs = paired(other, backport, env, processes=max(4, rounds)) if other else None
     return {"machine": _bench.machine(), "providers": providers, "rounds": per_round, "stream": stream,
-            "number": number, "repeats": repeats, "notes": notes, "seconds": round(time.monotonic() - start)}
+            "paired": pairs, "number": number, "repeats": repeats, "notes": notes,
+            "seconds": round(time.monotonic() - start)}
+
+
+def paired(other: str, backport: Optional[Path], env: Dict[str, str], processes: int) -> Dict[str, Any]:
+    """The steadier number: 8 tensors, ours and `other` in ONE process (ours on torch.Tensor and the other on
+    torch.nn.Parameter, then swapped; both are exact types to every exporter's fast check, and tvm-ffi caches
+    them separately), calls interleaved (torch_dlpack_bridge._bench._e2e_worker). Returns the per-process
+    medians of ours / other and their geometric mean over the two orders."""
+    code = ("import json, sys; from torch_dlpack_bridge._bench import _e2e_worker; "
+            "print(json.dumps(_e2e_worker(json.loads(sys.argv[1]))))")
+    by_order: Dict[str, List[float]] = {"ours on Tensor": [], "ours on Parameter": []}
+    for k in range(processes):
+        pair = [OURS, other] if k % 2 == 0 else [other, OURS]
+        spec = {"pair": pair, "count": 8, "number": 1000, "repeats": 21, "backport": str(backport) if backport else None}
+        p = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True, env=env,
+                           timeout=900, cwd=str(HERE))
+        try:
+            out = json.loads(p.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            continue
+        if "a" not in out:
+            continue
+        per = [(a / b if k % 2 == 0 else b / a) for a, b in zip(out["a"], out["b"])]
+        by_order["ours on Tensor" if k % 2 == 0 else "ours on Parameter"].append(_med(per))
+    t, q = by_order["ours on Tensor"], by_order["ours on Parameter"]
+    g = (_med(t) * _med(q)) ** 0.5 if t and q else None
+    return {"other": other, "by_order": by_order, "ratio": g}
 
 
 # ---------------------------------------------------------------------------------------------- the report
@@ -309,6 +338,12 @@ def markdown_torch(data: Dict[str, Any]) -> str:
             d1, d8 = s[p][dev1]["ns"], s[p][dev8]["ns"]
             c1, c8 = s[p]["nop(*contiguous[:1])"]["ns"], s[p]["nop(*contiguous[:8])"]["ns"]
             lines.append(f"| {p} | {_fmt(d1)} | {_fmt(d1 - c1)} | {_fmt(d8)} | {_fmt(d8 - c8)} |")
+    pr = data.get("paired")
+    if pr and pr.get("ratio"):
+        every = pr["by_order"]["ours on Tensor"] + pr["by_order"]["ours on Parameter"]
+        lines += ["", f"Paired in one process, 8 contiguous tensors (ours on torch.Tensor and {pr['other']} on "
+                      f"nn.Parameter, then swapped; calls interleaved; the steadier number): ours / {pr['other']} = "
+                      f"**{pr['ratio']:.2f}x** (per process {min(every):.2f}-{max(every):.2f}, {len(every)} processes)."]
     st = data.get("stream")
     if st and "ns" in st:
         ns = st["ns"]
@@ -338,7 +373,8 @@ def load_all() -> List[Dict[str, Any]]:
 def headline(all_data: List[Dict[str, Any]]) -> str:
     """One row per torch: tvm-ffi with 8 contiguous tensors, per provider."""
     lines = ["| torch | " + " | ".join(f"{p}, nop(8) ns" for p in PROVIDER_ORDER) + " | ours / torch's | "
-             "ours / backport | ours / no table |", "|---|" + "---:|" * (len(PROVIDER_ORDER) + 3)]
+             "ours / backport | ours / no table | paired in one process |",
+             "|---|" + "---:|" * (len(PROVIDER_ORDER) + 4)]
     stmt = "nop(*contiguous[:8])"
     for d in all_data:
         s = summary(d)
@@ -350,6 +386,9 @@ def headline(all_data: List[Dict[str, Any]]) -> str:
                 other = s.get(p, {}).get(stmt, {}).get("vs_ours")
                 r = 1 / other if other else None
             ratios.append(f"{r:.2f}x" if r else "-")
+        pr = d.get("paired") or {}
+        ratios.append(f"ours / {'torch' if pr.get('other') == NATIVE else 'backport'}'s {pr['ratio']:.2f}x"
+                      if pr.get("ratio") else "-")
         lines.append(f"| {d['machine']['torch']} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     return "\n".join(lines)
 
@@ -434,7 +473,22 @@ def main() -> int:
     parser.add_argument("--no-device", action="store_true", help="skip the stand-in device rows")
     parser.add_argument("--no-measure", action="store_true", help="only write the section from saved results")
     parser.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md")
+    parser.add_argument("--paired-only", action="store_true",
+                        help="only (re)measure the paired in-process ratio, into this torch's saved results")
     args = parser.parse_args()
+    if args.paired_only:
+        out = OUT_DIR / f"torch{torch.__version__.split('+')[0]}.json"
+        data = json.loads(out.read_text())
+        other = NATIVE if NATIVE in data["providers"] else BACKPORT if BACKPORT in data["providers"] else None
+        backport = _bench.find_backport([args.cache_dir] + _bench.default_cache_dirs())
+        env = dict(os.environ, TVM_FFI_DISABLE_TORCH_C_DLPACK="1",
+                   PYTHONPATH=os.pathsep.join([str(Path(bridge.__file__).resolve().parent.parent)] +
+                                              [p for p in [os.environ.get("PYTHONPATH")] if p]))
+        env.pop("TORCH_DLPACK_BRIDGE_PREFER", None)
+        data["paired"] = paired(other, backport, env, processes=max(4, args.rounds)) if other else None
+        out.write_text(json.dumps(data, indent=1) + "\n")
+        print(data["paired"])
+        args.no_measure = True
     if not args.no_measure:
         data = measure(args.rounds, args.number, args.repeats, args.cache_dir, not args.no_build, not args.no_device)
         OUT_DIR.mkdir(exist_ok=True)

@@ -334,6 +334,14 @@ def _three(cls: type) -> Tuple[torch.Tensor, ...]:
     return tuple(torch.nn.Parameter(t, requires_grad=False) for t in ts)
 
 
+def _many(cls: type, n: int) -> Tuple[torch.Tensor, ...]:
+    """n distinct float32 (16, 16) tensors as instances of `cls` (benchmarks/consumers.py's contiguous case)."""
+    ts = tuple(torch.empty(16, 16) for _ in range(n))
+    if cls is torch.Tensor:
+        return ts
+    return tuple(torch.nn.Parameter(t, requires_grad=False) for t in ts)
+
+
 def _e2e_worker(spec: Dict[str, Any]) -> Dict[str, Any]:
     """Runs in a fresh process: publishes the table(s), THEN imports tvm-ffi (it caches the table per type at
     first use) and times testing.nop from Python.
@@ -364,10 +372,10 @@ def _e2e_worker(spec: Dict[str, Any]) -> Dict[str, Any]:
     g: Dict[str, Any] = {"nop": nop}
     stmts = []
     for k, cls in enumerate(expected):
-        args = _three(cls)
+        args = _three(cls) if spec.get("count", 3) == 3 else _many(cls, spec["count"])
         nop(*args)  # first use: tvm-ffi caches the argument setter (so the table) for this type
         g.update({f"x{k}{i}": t for i, t in enumerate(args)})
-        stmts.append(f"nop(x{k}0, x{k}1, x{k}2)")
+        stmts.append(f"nop({', '.join(f'x{k}{i}' for i in range(len(args)))})")
     if "pair" not in spec:
         stmts.append("nop()")
     timers = [timeit.Timer(s, globals=g) for s in stmts]
