@@ -60,6 +60,14 @@
 #define TDB_MODULE_LOCAL
 #endif
 
+// TDB_ALWAYS_INLINE: for the view's constructors, which run once per tensor argument; compilers keep them out
+// of line for their throw paths, and the call then costs about as much as the checks it makes.
+#if defined(__GNUC__) || defined(__clang__)
+#define TDB_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define TDB_ALWAYS_INLINE
+#endif
+
 namespace tdb {
 
 // ---------------------------------------------------------------------------------------------
@@ -794,12 +802,14 @@ class ManagedTensor {
 class TensorView {
  public:
   /*! \brief Describes `obj` (borrowed). Throws TypeError for a non-tensor, or the producer's error, named. */
-  TensorView(PyObject* obj, const char* name) : TensorView(obj, find_exchange_api(Py_TYPE(obj)), name) {}
+  TDB_ALWAYS_INLINE TensorView(PyObject* obj, const char* name)
+      : TensorView(obj, find_exchange_api(Py_TYPE(obj)), name) {}
   /*!
    * \brief Describes `obj` (borrowed) through `api`, the table find_exchange_api(Py_TYPE(obj)) returned
    * (nullptr: through `obj.__dlpack__()`). For type casters that have looked the table up already.
    */
-  TensorView(PyObject* obj, const DLPackExchangeAPI* api, const char* name) : name_(name), api_(api) {
+  TDB_ALWAYS_INLINE TensorView(PyObject* obj, const DLPackExchangeAPI* api, const char* name)
+      : name_(name), api_(api) {
     if (api_ && api_->dltensor_from_py_object_no_sync) {  // the fast path: no allocation, no reference
       if (api_->dltensor_from_py_object_no_sync(obj, &t_) != 0) detail::throw_pending(name);
     } else {
