@@ -149,11 +149,11 @@ struct PlainFields : c10::TensorImpl {
 
 // Fills `out` from `t`: the fast path, inlined into each exporter, for a non-empty strided tensor on CPU, CUDA
 // (or ROCm) or a PrivateUse1 device with a dtype DLPack describes and no custom size, layout or device policy.
-// It checks exactly what describe_general() checks, and hands every tensor it is not sure of to describe_general(), so both accept
-// and refuse the same tensors and fill the same fields. Every field is read before `out` is written: the
-// compiler cannot prove that `out` does not alias the tensor, so a read after a store would load again. The
-// data pointer comes last: mutable_data() may call into torch (a copy-on-write storage materializes), and
-// little is live across it there.
+// It checks exactly what describe_general() checks, and hands every tensor it is not sure of to
+// describe_general(), so both accept and refuse the same tensors and fill the same fields. Every field is read
+// before `out` is written: the compiler cannot prove that `out` does not alias the tensor, so a read after a
+// store would load again. The data pointer comes last: mutable_data() may call into torch (a copy-on-write
+// storage materializes), and little is live across it there.
 C10_ALWAYS_INLINE void describe(const at::Tensor& t, DLTensor& out) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   const PlainFields& fields = PlainFields::of(impl);
