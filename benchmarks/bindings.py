@@ -179,11 +179,12 @@ def section(build_dir: Path, rounds: int = 7, calls: int = 200000) -> str:
     return report(data, rounds, calls, time.monotonic() - start)
 
 
-def write_into(results: Path, text: str) -> None:
-    """Replaces the bindings section of RESULTS.md (or appends it)."""
+def write_into(results: Path, text: str, start: str = START, end: str = END) -> None:
+    """Replaces the section of RESULTS.md between the `start` and `end` markers (the bindings section by
+    default; benchmarks/consumers.py writes its own) or appends it."""
     old = results.read_text() if results.exists() else ""
-    if START in old and END in old:
-        new = old[:old.index(START)] + text.rstrip("\n") + old[old.index(END) + len(END):]
+    if start in old and end in old:
+        new = old[:old.index(start)] + text.rstrip("\n") + old[old.index(end) + len(end):]
     else:
         new = old.rstrip("\n") + "\n\n" + text
     results.write_text(new)

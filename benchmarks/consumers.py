@@ -405,15 +405,6 @@ def section(all_data: List[Dict[str, Any]]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_into(results: Path, text: str) -> None:
-    old = results.read_text() if results.exists() else ""
-    if START in old and END in old:
-        new = old[:old.index(START)] + text.rstrip("\n") + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    results.write_text(new)
-
-
 def kernel_times() -> Optional[Dict[str, float]]:
     """ns per call of the 8-tensor kernels from the latest benchmarks/bindings.py run for this torch (best round)."""
     f = OUT_DIR / f"bindings-torch{torch.__version__.split('+')[0]}.json"
@@ -498,7 +489,9 @@ def main() -> int:
         print(f"wrote {out}", file=sys.stderr)
     if not args.no_write:
         text = section(load_all())
-        write_into(HERE / "RESULTS.md", text)
+        from bindings import write_into  # noqa: E402  (benchmarks/bindings.py, beside this file)
+
+        write_into(HERE / "RESULTS.md", text, START, END)
         why = plot(load_all(), kernel_times(), HERE / "consumers.png")
         print(f"wrote the section into {HERE / 'RESULTS.md'}" + (f"; {why}" if why else f" and {HERE / 'consumers.png'}"),
               file=sys.stderr)
