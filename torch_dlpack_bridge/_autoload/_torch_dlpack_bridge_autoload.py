@@ -28,7 +28,7 @@ class _PublishAfterTorch:
         if name != "torch":
             return None
         try:
-            spec = _spec_from_other_finders(self, name, path, target)
+            spec = _spec_from_other_finders(name, path, target)
             if spec is None or not hasattr(spec.loader, "exec_module"):
                 return spec
             spec.loader = _PublishingLoader(spec.loader)  # this spec is new: no one else holds its loader
@@ -38,11 +38,11 @@ class _PublishAfterTorch:
             return None
 
 
-def _spec_from_other_finders(hook, name, path, target):
+def _spec_from_other_finders(name, path, target):
     """What the import system would find for `name` without this hook."""
     for finder in list(sys.meta_path):
         find_spec = getattr(finder, "find_spec", None)
-        if finder is hook or isinstance(finder, _PublishAfterTorch) or find_spec is None:
+        if isinstance(finder, _PublishAfterTorch) or find_spec is None:
             continue
         spec = find_spec(name, path, target)
         if spec is not None:
