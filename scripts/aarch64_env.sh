@@ -3,6 +3,8 @@
 # --arch aarch64) and an emulated aarch64 CPython 3.11 for the matrix (scripts/wheel_matrix.sh aarch64 rows).
 # Made once into a cache folder outside the checkout; later calls only print where it is. Needs root (apt,
 # and the user + mount namespace the emulated programs run in) and Debian 12 (bookworm) with its mirrors.
+# qemu-user comes from Debian 13 (trixie, static binary, downloaded into the cache, not installed): Debian 12's
+# qemu-user 7.2 hangs the child a threaded emulated Python forks to run the linker (a build at import).
 #
 # Usage: scripts/aarch64_env.sh                  make it (toolchain, sysroot, runner) if not made; print the folder
 #        scripts/aarch64_env.sh venv DIR         a fresh venv folder for the emulated python (DIR/bin/python3.11,
@@ -14,11 +16,13 @@
 # What it makes there:
 #   sysroot/       Debian 12 arm64 .debs unpacked (glibc, libstdc++, CPython 3.11 and its headers); never
 #                  `apt-get install pkg:arm64`, which can replace the host's python3 and libc
+#   bin/qemu-aarch64  Debian 13's static qemu-user (10.0)
 #   bin/aarch64-run CMD...   runs CMD in a private user + mount namespace (every uid mapped to itself) where
 #                  aarch64 programs run under qemu-user (a binfmt_misc instance of that namespace, Linux >= 6.7,
 #                  so a subprocess the emulated Python starts is emulated too, and x86_64 programs it starts,
 #                  such as a compiler, run natively),
-#                  and /proc/cpuinfo shows an arm64 CPU (torch's cpuinfo crashes on the host's x86 one under qemu 7.2)
+#                  and /proc/cpuinfo shows a fixed arm64 CPU (Neoverse N1 features: the same machine whatever
+#                  qemu would report; qemu 7.2 showed the host's x86 one, on which torch's cpuinfo crashed)
 #   bin/python3.11 the emulated CPython (through aarch64-run)
 #   toolchain/bin/{c++,g++,cc,gcc}  what the emulated machine's native compiler would be: the cross compiler,
 #                  with the sysroot's Python headers first (put it first on PATH to let a build at import find it)
@@ -54,10 +58,22 @@ esac
 
 export DEBIAN_FRONTEND=noninteractive
 start=$SECONDS
-if ! command -v qemu-aarch64 > /dev/null || ! command -v aarch64-linux-gnu-g++ > /dev/null; then
-  # (No recommends: qemu-user-binfmt would register qemu for the whole host where binfmt_misc is mounted.)
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends qemu-user g++-aarch64-linux-gnu \
+if ! command -v aarch64-linux-gnu-g++ > /dev/null; then
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends g++-aarch64-linux-gnu \
     binutils-aarch64-linux-gnu > /dev/null
+fi
+mkdir -p "$cache/bin" "$cache/toolchain/bin" "$cache/binfmt"
+if [ ! -x "$cache/bin/qemu-aarch64" ]; then
+  # apt with a private source list and state (trixie's lists never reach the host's apt), download only.
+  apt=$cache/apt && rm -rf "$apt" && mkdir -p "$apt/lists/partial" "$apt/cache" "$apt/deb" "$apt/sources"
+  printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\nSigned-By: %s\n' \
+    /usr/share/keyrings/debian-archive-keyring.gpg > "$apt/sources/trixie.sources"
+  aptopts=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$apt/sources" -o Dir::State::Lists="$apt/lists"
+           -o Dir::Cache="$apt/cache" -o APT::Sandbox::User=root)
+  apt-get -qq "${aptopts[@]}" update && (cd "$apt/deb" && apt-get -qq "${aptopts[@]}" download qemu-user/trixie)
+  dpkg -x "$apt"/deb/qemu-user_*.deb "$apt/unpacked"
+  mv "$apt/unpacked/usr/bin/qemu-aarch64" "$cache/bin/qemu-aarch64.tmp" && mv "$cache/bin/qemu-aarch64.tmp" "$cache/bin/qemu-aarch64"
+  rm -rf "$apt"
 fi
 if [ ! -f "$cache/.complete" ]; then
   dpkg --print-foreign-architectures | grep -qx arm64 || { dpkg --add-architecture arm64 && apt-get update -qq; }
@@ -75,12 +91,11 @@ if [ ! -f "$cache/.complete" ]; then
 fi
 
 # The small scripts are written each time (each replaced whole, so a running one is not disturbed).
-mkdir -p "$cache/bin" "$cache/toolchain/bin" "$cache/binfmt"
 put() { cat > "$1.tmp.$$" && chmod +x "$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"; }
 # binfmt_misc rule: aarch64 ELF executables (e_machine 183) go to qemu-aarch64, opened now (F flag).
 magic='\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00'
 mask='\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
-printf '%s' ":tdb-aarch64:M::$magic:$mask:$(command -v qemu-aarch64):F" | put "$cache/binfmt-rule"
+printf '%s' ":tdb-aarch64:M::$magic:$mask:$cache/bin/qemu-aarch64:F" | put "$cache/binfmt-rule"
 put "$cache/bin/aarch64-run" <<'EOF'
 #!/bin/sh
 # Runs "$@" where aarch64 programs run under qemu-user with ../sysroot (scripts/aarch64_env.sh made this).

@@ -76,7 +76,7 @@ for spec in "${rows_in[@]}"; do
       "$host_python" -m pip install -q --target "$site" "${pipflags[@]}" "torch==$v" "$numpy" pytest hypothesis &&
       "$host_python" -m pip install -q --target "$site" "${pipflags[@]}" --no-deps "$wheel"
     }
-    note="emulated (qemu-user $(qemu-aarch64 --version | head -n 1 | grep -oE '[0-9]+\.[0-9]+\.[0-9]+'))"
+    note="emulated (qemu-user $("$aenv/bin/qemu-aarch64" --version | head -n 1 | grep -oE '[0-9]+\.[0-9]+\.[0-9]+'))"
   else
     python=$(ls /root/.pyenv/versions/"$py".*/bin/python"$py" 2> /dev/null | head -n 1)
     [ -n "$python" ] || python=$(command -v "python$py")
