@@ -8,9 +8,10 @@
 #
 # Usage: scripts/aarch64_env.sh                  make it (toolchain, sysroot, runner) if not made; print the folder
 #        scripts/aarch64_env.sh venv DIR         a fresh venv folder for the emulated python (DIR/bin/python3.11,
-#                                                DIR/lib/python3.11/site-packages); fill it with `pip install
-#                                                --target` and the platform flags `scripts/aarch64_env.sh pipflags`
-#        scripts/aarch64_env.sh pipflags         pip's flags for aarch64 CPython 3.11 wheels
+#                                                DIR/lib/python3.11/site-packages)
+#        scripts/aarch64_env.sh pip-install DIR ARGS...   `pip install ARGS` into that venv folder, run natively
+#                                                by the python3 on PATH (CPython 3.11, with pip): aarch64 CPython
+#                                                3.11 wheels only, and environment markers evaluated as on aarch64
 # Env:   TDB_AARCH64_CACHE (default ~/.cache/torch_dlpack_bridge-aarch64)
 #
 # What it makes there:
@@ -30,12 +31,23 @@ set -euo pipefail
 cache=${TDB_AARCH64_CACHE:-$HOME/.cache/torch_dlpack_bridge-aarch64}
 sysroot=$cache/sysroot
 
-pipflags() {
+pip_install() {
+  local dir=$1 m flags=()
+  shift
   # The registry's aarch64 torch and its nvidia-* dependencies carry several manylinux tags: list them all.
-  local m
-  for m in $(seq 17 28); do printf -- '--platform manylinux_2_%s_aarch64 ' "$m"; done
-  printf -- '--platform manylinux2014_aarch64 --platform linux_aarch64 --only-binary=:all: '
-  printf -- '--python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none\n'
+  for m in $(seq 17 28); do flags+=(--platform "manylinux_2_${m}_aarch64"); done
+  flags+=(--platform manylinux2014_aarch64 --platform linux_aarch64 --only-binary=:all: --python-version 3.11
+          --implementation cp --abi cp311 --abi abi3 --abi none)
+  # pip's --platform picks wheels but leaves environment markers to the running machine: torch's
+  # `platform_machine == "x86_64"` CUDA packages would come along (for torch 2.4 they have no aarch64 wheel, so
+  # the install fails). pip reads the machine from platform.machine() when it evaluates a marker.
+  python3 -c '
+import platform, runpy, sys
+if sys.version_info[:2] != (3, 11):
+    sys.exit(f"scripts/aarch64_env.sh pip-install: needs CPython 3.11 as python3 (markers), not {platform.python_version()}")
+platform.machine = lambda: "aarch64"
+runpy.run_module("pip", run_name="__main__", alter_sys=True)' install --target "$dir/lib/python3.11/site-packages" \
+    "${flags[@]}" "$@"
 }
 
 make_venv() {
@@ -50,7 +62,7 @@ make_venv() {
 }
 
 case "${1:-make}" in
-  pipflags) pipflags; exit 0 ;;
+  pip-install) shift; pip_install "$@"; exit ;;
   venv) [ -x "$cache/bin/aarch64-run" ] || "$0" > /dev/null; make_venv "$2"; exit 0 ;;
   make) ;;
   *) sed -n '2,25p' "$0" >&2; exit 2 ;;

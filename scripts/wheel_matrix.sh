@@ -70,11 +70,10 @@ for spec in "${rows_in[@]}"; do
     aenv=$("$repo/scripts/aarch64_env.sh" 2>> "$log") || { fail "scripts/aarch64_env.sh failed" ""; continue; }
     run=("$aenv/bin/aarch64-run") emulated=1
     site=$venv/lib/python3.11/site-packages
-    read -r -a pipflags <<< "$("$repo/scripts/aarch64_env.sh" pipflags)"
     setup() {
       "$repo/scripts/aarch64_env.sh" venv "$venv" &&
-      "$host_python" -m pip install -q --target "$site" "${pipflags[@]}" "torch==$v" "$numpy" pytest hypothesis &&
-      "$host_python" -m pip install -q --target "$site" "${pipflags[@]}" --no-deps "$wheel"
+      "$repo/scripts/aarch64_env.sh" pip-install "$venv" -q "torch==$v" "$numpy" pytest hypothesis &&
+      "$repo/scripts/aarch64_env.sh" pip-install "$venv" -q --no-deps "$wheel"
     }
     note="emulated (qemu-user $("$aenv/bin/qemu-aarch64" --version | head -n 1 | grep -oE '[0-9]+\.[0-9]+\.[0-9]+'))"
   else
