@@ -75,7 +75,7 @@ for spec in "${rows_in[@]}"; do
       "$repo/scripts/aarch64_env.sh" pip-install "$venv" -q "torch==$v" "$numpy" pytest hypothesis &&
       "$repo/scripts/aarch64_env.sh" pip-install "$venv" -q --no-deps "$wheel"
     }
-    note="emulated (qemu-user $("$aenv/bin/qemu-aarch64" --version | head -n 1 | grep -oE '[0-9]+\.[0-9]+\.[0-9]+'))"
+    note="emulated (qemu-user $("$aenv/bin/qemu-aarch64" --version | head -n 1 | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -n 1))"
   else
     python=$(ls /root/.pyenv/versions/"$py".*/bin/python"$py" 2> /dev/null | head -n 1)
     [ -n "$python" ] || python=$(command -v "python$py")
