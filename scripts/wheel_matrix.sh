@@ -10,9 +10,9 @@
 #   x86_64 (the default ARCH): a venv of that CPython (pyenv's or one on PATH; 3.14 and 3.15 from the Debian
 #     testing chroot of scripts/newest_python_env.sh, made once), torch from the registry.
 #   aarch64: emulated (scripts/aarch64_env.sh, made once: Debian 12's arm64 CPython 3.11 under qemu-user), the
-#     registry's aarch64 torch and the wheel installed with pip's --target and aarch64 platform flags into a
-#     venv folder of the emulated python (the autoload hook at its top, as an install puts it); no compiler
-#     for aarch64 is on PATH.
+#     registry's aarch64 torch and the wheel installed by `scripts/aarch64_env.sh pip-install` into a venv
+#     folder of the emulated python (the autoload hook at its top, as an install puts it); no compiler for
+#     aarch64 is on PATH.
 #   :uncovered  the build at import: the wheel's library for that torch minor is deleted after installing (a
 #     stand-in for a torch the wheel does not cover, such as a newer minor), the compiler is reachable (for
 #     aarch64: the cross compiler as the emulated machine's c++), and the first `import torch` must print the
@@ -195,7 +195,7 @@ row, no compiler allowed at import (TORCH_DLPACK_BRIDGE_BUILD=0, CXX=/nonexisten
 `python -m torch_dlpack_bridge` (status, self-check, quick timing). Smoke tests, one pytest process: {smoke}
 (without the loader tests that build at import: building is forbidden here). Import: time added by `import torch_dlpack_bridge` after `import torch`,
 best of 5 processes (3 when emulated). aarch64 rows run under emulation on x86_64 (`scripts/aarch64_env.sh`:
-Debian 12's arm64 CPython 3.11 under qemu-user, torch and the wheel from the registry for aarch64); Python 3.14
+Debian 12's arm64 CPython 3.11 under Debian 13's qemu-user, torch and the wheel installed for aarch64); Python 3.14
 and 3.15 come from a Debian testing chroot (`scripts/newest_python_env.sh`). A row marked `(uncovered)` deletes
 the wheel's library for that torch minor after installing, so the package builds its table at the first
 `import torch` (compiler reachable), then runs the main job with building forbidden, from the cache.
