@@ -160,7 +160,7 @@ done
 
 wheel_list=$(for w in $(printf '%s\n' "${used[@]}" | sort -u); do echo "$(basename "$w") ($(du -k "$w" | cut -f1) KiB)"; done |
              paste -sd, - | sed 's/,/, /g')
-"$host_python" - "$out" "$results" "$today" "$wheel_list" "${smoke[*]}" <<'PY'
+"$host_python" - "$out" "$results" "$today" "$wheel_list" "${smoke[*]}" <<'PY' || status=1  # a table not written fails too
 import os, re, sys
 
 out, results, today, wheel_list, smoke = sys.argv[1:]
