@@ -65,7 +65,7 @@ class BuildWithTables(build_ext):
 
 class BuildWithAutoloadHook(build_py):
     """build_py, plus the autoload hook at the top of site-packages: the module and the two start-up files that
-    install it (.pth for CPython <= 3.14, .start for 3.15+; torch_dlpack_bridge/_autoload/), so that importing
+    install it (.pth for CPython <= 3.14, .start for 3.15+; autoload/ in the checkout), so that importing
     torch publishes the table in every process."""
 
     def run(self):
@@ -74,7 +74,7 @@ class BuildWithAutoloadHook(build_py):
         root = (self.get_finalized_command("install").install_lib if getattr(self, "editable_mode", False)
                 else self.build_lib)
         for name in AUTOLOAD_FILES:
-            self.copy_file(os.path.join(PACKAGE, "_autoload", name), os.path.join(root, name))
+            self.copy_file(os.path.join(HERE, "autoload", name), os.path.join(root, name))
 
 
 AUTOLOAD_FILES = ("torch_dlpack_bridge_autoload.pth", "torch_dlpack_bridge_autoload.start",
