@@ -3,8 +3,10 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/detail/XPUHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/FakeGuardImpl.h>
 
 #include <string>
+#include <typeinfo>
 
 #include "errors.h"
 
@@ -29,6 +31,17 @@ int local_xpu_index(int32_t global_id, int count) {
     if (hooks.getGlobalIdxFromDevice(device) == global_id) return i;
   }
   return -1;
+}
+
+// The devices torch can reach. Once FakeTensorMode has been entered (torch.compile, torch.export), torch >= 2.10
+// swaps the CUDA guard of a CUDA build that sees no GPU for a FakeGuardImpl that reports 8 made-up devices:
+// those do not exist. (typeid, not dynamic_cast: the current stream asks on every call.)
+int device_count(c10::DeviceType type) {
+  const c10::impl::DeviceGuardImplInterface* guard = c10::impl::getDeviceGuardImpl(type);
+  if (type == c10::DeviceType::CUDA && typeid(*guard) == typeid(c10::impl::FakeGuardImpl<c10::DeviceType::CUDA>)) {
+    return 0;
+  }
+  return guard->deviceCount();
 }
 
 }  // namespace
@@ -83,7 +96,7 @@ c10::Device device_of(DLDevice d) {
     fail(ErrorKind::Buffer, "this torch has no " + c10::DeviceTypeName(type, true) +
                                 " backend (not built in, and no extension registered one)");
   }
-  const int count = c10::impl::getDeviceGuardImpl(type)->deviceCount();
+  const int count = device_count(type);
   if (type == c10::DeviceType::XPU) {
     const int local = d.device_id < 0 ? -1 : local_xpu_index(d.device_id, count);
     if (local < 0) {

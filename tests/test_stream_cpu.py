@@ -5,13 +5,14 @@ Host memory (CPU, CUDA host, ROCm host) has no stream: NULL, whatever the device
 cannot reach is a Python exception, never a crash. (Registered PrivateUse1 backends: see test_devices.py.)
 """
 
+import re
 import threading
 
 import pytest
 import torch
 
 import torch_dlpack_bridge
-from conftest import cuda_device_0_expectation, kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL
+from conftest import FLOAT32, cuda_device_0_expectation, kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, run_python
 
 kDLVulkan, kDLROCM, kDLROCMHost, kDLCUDAManaged, kDLWebGPU, kDLHexagon = 7, 10, 11, 13, 15, 16
 
@@ -69,6 +70,33 @@ def test_native_returns_null_cuda_stream_without_cuda_where_ours_raises(probe, a
     with pytest.raises(error, match=message) as raised:
         probe.current_stream(api, kDLCUDA, 0)
     assert type(raised.value) is error
+
+
+@requires_no_cuda
+def test_cuda_devices_stay_absent_after_fake_tensor_mode():
+    """Entering FakeTensorMode (torch.compile and torch.export do) makes torch >= 2.10 swap the CUDA guard of
+    a CUDA build that sees no GPU for a fake one reporting 8 devices, for the rest of the process. The current
+    stream and an allocation on CUDA device 0 still fail as before, with the same error."""
+    error, message = cuda_device_0_expectation()
+    result = run_python(f"""
+import torch, torch_dlpack_bridge
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch_dlpack_bridge import _probe as probe
+api = torch.Tensor.__dlpack_c_exchange_api__
+with FakeTensorMode():
+    torch.empty(2, device="cuda")
+for call in (lambda: probe.current_stream(api, {kDLCUDA}, 0), lambda: probe.allocate(api, [2], {FLOAT32}, ({kDLCUDA}, 0))):
+    try:
+        call()
+        print("no error")
+    except Exception as e:
+        print(type(e).__name__, e)
+""")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stdout
+    for line in lines:
+        assert line.startswith(error.__name__ + " ") and re.search(message, line), line
 
 
 @pytest.mark.parametrize("device_type", NO_TORCH_EQUIVALENT)
