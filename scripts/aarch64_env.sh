@@ -65,7 +65,7 @@ case "${1:-make}" in
   pip-install) shift; pip_install "$@"; exit ;;
   venv) [ -x "$cache/bin/aarch64-run" ] || "$0" > /dev/null; make_venv "$2"; exit 0 ;;
   make) ;;
-  *) sed -n '2,25p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,/^set /{/^set /!p}' "$0" >&2; exit 2 ;;
 esac
 
 export DEBIAN_FRONTEND=noninteractive
