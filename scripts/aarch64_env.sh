@@ -5,7 +5,7 @@
 # and the user + mount namespace the emulated programs run in) and Debian 12 (bookworm) with its mirrors.
 # qemu-user comes from Debian 13 (trixie, Debian's current stable: static binary, downloaded into the cache, not
 # installed). Under Debian 12's 7.2 a build at import hung twice in the linker child the emulated Python forked
-# (2026-11-22); it has not hung since, under 7.2 (2 builds) or 10 and 11 (3), and 10 runs the matrix rows.
+# (an earlier session); it has not hung since, under 7.2 (2 builds) or 10 and 11 (3), and 10 runs the matrix rows.
 #
 # Usage: scripts/aarch64_env.sh                  make it (toolchain, sysroot, runner) if not made; print the folder
 #        scripts/aarch64_env.sh venv DIR         a fresh venv folder for the emulated python (DIR/bin/python3.11,
