@@ -8,10 +8,11 @@
 # existing venv instead of recreating it).
 #
 # Nothing in the repository is modified: the tracked (and untracked, not ignored) files are copied to
-# TDB_CUDA_SRC and the extension is built in place there, so the in-place .so files of the working tree
+# TDB_CUDA_SRC and the package is installed from there (editable), so the in-place .so files of the working tree
 # (built for another torch) stay as they are. Steps:
-#   1. fresh venv + pip install torch==$TDB_CUDA_TORCH numpy pytest hypothesis setuptools wheel ninja
-#   2. copy of the repo, python setup.py build_ext --inplace (compiler errors land in $LOGS/build.log)
+#   1. fresh venv + pip install torch==$TDB_CUDA_TORCH and the README's build and test dependencies
+#   2. copy of the repo, pip install --no-build-isolation -e . there (the README's build, autoload hook included;
+#      compiler errors land in $LOGS/build.log)
 #   3. python -m pytest tests -q -x           (the CPU suite)
 #   4. without a GPU, current_work_stream(kDLCUDA, 0) and a kDLCUDA allocation must fail with a Python
 #      exception (ValueError/BufferError/RuntimeError), not crash; each runs in its own process.
@@ -62,9 +63,10 @@ else
   "$PYTHON" -m venv "$VENV" || { record venv FAIL "$PYTHON -m venv $VENV failed"; summary; }
 fi
 echo "installing torch==$TORCH_VERSION (several GB, may take a while) ..."
-if "$PY" -m pip install -q "torch==$TORCH_VERSION" numpy pytest hypothesis setuptools wheel ninja \
-    >"$LOGS/pip.log" 2>&1; then
-  TORCH_DESC="$("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "hip", torch.version.hip)' 2>&1)"
+# The README's build and test dependencies, so the whole suite runs as in CI.
+if "$PY" -m pip install -q "torch==$TORCH_VERSION" "setuptools>=77" wheel ninja numpy pytest hypothesis \
+    apache-tvm-ffi pybind11 nanobind scikit-build-core build auditwheel >"$LOGS/pip.log" 2>&1; then
+  TORCH_DESC="$(TORCH_DLPACK_BRIDGE_AUTOLOAD=0 "$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "hip", torch.version.hip)' 2>&1)"
   record install PASS "$TORCH_DESC"
 else
   record install FAIL "pip install failed, see $LOGS/pip.log: $(tail -n 3 "$LOGS/pip.log" | tr '\n' ' ')"
@@ -88,7 +90,7 @@ echo "copied $(find "$SRC" -type f | wc -l) files to $SRC"
 
 echo "building against torch $TORCH_VERSION (several minutes on 2 cores) ..."
 START=$(date +%s)
-if (cd "$SRC" && MAX_JOBS="${MAX_JOBS:-2}" "$PY" setup.py build_ext --inplace) >"$LOGS/build.log" 2>&1; then
+if (cd "$SRC" && MAX_JOBS="${MAX_JOBS:-2}" "$PY" -m pip install -v --no-build-isolation -e .) >"$LOGS/build.log" 2>&1; then
   record build PASS "built in $(( $(date +%s) - START ))s ($(cd "$SRC" && ls torch_dlpack_bridge/*.so torch_dlpack_bridge/_lib/*.so | xargs -n1 basename | tr '\n' ' '))"
 else
   record build FAIL "see $LOGS/build.log; first errors:"
