@@ -654,9 +654,6 @@ inline DLManagedTensorVersioned* export_by_protocol(PyObject* obj, const char* n
   return &w->self;
 }
 
-}  // namespace detail
-
-namespace detail {
 /*!
  * \brief Throws BufferError when `t` has elements but no data pointer: a meta tensor or FakeTensor that its
  * producer exported anyway (torch's own table does, with data = NULL). Our producer refuses those itself.
@@ -668,6 +665,7 @@ inline void check_has_data(const DLTensor& t, const char* name) {
                                              "kernel through a custom op with a fake implementation "
                                              "(torch.library.custom_op and register_fake)");
 }
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
