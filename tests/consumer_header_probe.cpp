@@ -94,11 +94,23 @@ PyObject* api_ptr(PyObject*, PyObject* args) {
 // is_tensor(obj): what the binding casters ask before taking an argument as a tensor.
 PyObject* is_tensor(PyObject*, PyObject* obj) { return PyBool_FromLong(tdb::is_dlpack_tensor(obj)); }
 
+// cached_types(): the types in both levels of the per-type table cache.
 PyObject* cached_types(PyObject*, PyObject*) {
   PyObject* list = PyList_New(0);
   for (const auto& slot : tdb::detail::table_cache().types)
     if (PyTypeObject* t = slot.load()) PyList_Append(list, reinterpret_cast<PyObject*>(t));
+  for (const auto& slot : tdb::detail::table_cache().overflow)
+    if (const tdb::detail::TableCache::Entry* e = slot.load()) PyList_Append(list, reinterpret_cast<PyObject*>(e->type));
   return list;
+}
+
+// cache_claims([n]): the cache's count of claimed fast slots; with n, sets it first (as if n types had been
+// cached: a long-running process, without running it for days).
+PyObject* cache_claims(PyObject*, PyObject* args) {
+  int n = -1;
+  if (!PyArg_ParseTuple(args, "|i", &n)) return nullptr;
+  if (n >= 0) tdb::detail::table_cache().used.store(n);
+  return PyLong_FromLong(tdb::detail::table_cache().used.load());
 }
 
 PyObject* view_info(PyObject*, PyObject* args) {
@@ -257,7 +269,7 @@ PyObject* raise_cpp(PyObject*, PyObject* arg) {
 PyMethodDef methods[] = {
     {"make_table", make_table, METH_VARARGS, nullptr}, {"api_ptr", api_ptr, METH_VARARGS, nullptr},
     {"is_tensor", is_tensor, METH_O, nullptr},
-    {"cached_types", cached_types, METH_NOARGS, nullptr}, {"view_info", view_info, METH_VARARGS, nullptr},
+    {"cached_types", cached_types, METH_NOARGS, nullptr}, {"cache_claims", cache_claims, METH_VARARGS, nullptr}, {"view_info", view_info, METH_VARARGS, nullptr},
     {"managed", managed, METH_VARARGS, nullptr}, {"deleted", deleted, METH_NOARGS, nullptr},
     {"drop_on_thread", drop_on_thread, METH_O, nullptr}, {"managed_info", managed_info, METH_O, nullptr},
     {"view_alloc", view_alloc, METH_O, nullptr},

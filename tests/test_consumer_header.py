@@ -149,50 +149,73 @@ def test_cache_is_per_type_and_positive_only(probe):
     assert probe.api_ptr(Late(), "x") == TORCH_API  # a found table is cached for the type
 
 
-def test_cache_keeps_its_first_types_alive_and_still_serves_the_rest(probe):
-    """The cache's slots are written once (so its readers need no lock, also without a GIL): the types it
-    holds stay alive (their address cannot be reused for another type), and types beyond its size are
-    looked up on every call, correctly, and not kept."""
-    class Kept:
-        __dlpack_c_exchange_api__ = TORCH_CAPSULE
-
-    assert probe.api_ptr(Kept(), "x") == TORCH_API
-    ref = weakref.ref(Kept)
-    del Kept
-    gc.collect()
-    assert ref() is not None  # the cache holds a strong reference
-    others = [type(f"T{i}", (), {"__dlpack_c_exchange_api__": TORCH_CAPSULE}) for i in range(20)]
-    for T in others:
-        assert probe.api_ptr(T(), "x") == TORCH_API
-    cached = probe.cached_types()
-    assert len(cached) == 16 and ref() in cached and others[-1] not in cached
-    del cached
-    last = weakref.ref(others[-1])
-    for T in others:  # served again, from the cache or not
-        assert probe.api_ptr(T(), "x") == TORCH_API
-    del others, T
-    gc.collect()
-    # An uncached type is not kept; CPython 3.13t itself keeps every class once a thread has started (it
-    # makes objects with deferred reference counts immortal), so there is nothing to see.
-    if "t" not in getattr(sys, "abiflags", ""):
-        assert last() is None
-
-
-def test_threads_fill_and_read_a_fresh_cache_at_once(probe, tmp_path):
-    """Eight threads look up 24 new types at once in a fresh copy of the probe (its own, empty cache): every
-    lookup returns the right table, and the cache ends full (16 slots; two threads may cache one type twice). On a
-    free-threaded CPython (scripts/freethreaded_check.sh, PYTHON_GIL=0) the threads really race."""
+def fresh_probe_run(probe, tmp_path, body):
+    """Runs `body` in a new interpreter with its own copy of the probe (so its cache starts empty, and a crash
+    fails the test instead of the session); `fresh` is that copy, `capsule` torch's table. Returns stdout."""
     copy = tmp_path / os.path.basename(probe.__file__)
     shutil.copy(probe.__file__, copy)
     code = textwrap.dedent(f"""
-        import importlib.util, threading, torch
+        import gc, importlib.util, sys, threading, weakref, torch
         spec = importlib.util.spec_from_file_location("tdb_probe", {str(copy)!r})
         fresh = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(fresh)  # another copy of the library: its own statics
         assert fresh.cached_types() == []
         capsule = torch.Tensor.__dlpack_c_exchange_api__
-        types = [type(f"C{{i}}", (), {{"__dlpack_c_exchange_api__": capsule}}) for i in range(24)]
         expected = fresh.api_ptr(torch.ones(1), "x")
+    """) + textwrap.dedent(body)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, (result.returncode, result.stderr[-3000:])
+    return result.stdout
+
+
+def test_cache_keeps_the_types_it_holds_alive_and_serves_types_beyond_it(probe, tmp_path):
+    """Cache entries are written once (so readers need no lock, also without a GIL): the types cached stay
+    alive (their address cannot be reused for another type); 16 fast slots, then up to 1024 in the overflow
+    level; types that find no slot are looked up on every call, correctly, and not kept."""
+    out = fresh_probe_run(probe, tmp_path, """
+        types = [type(f"T{i}", (), {"__dlpack_c_exchange_api__": capsule}) for i in range(1100)]
+        first = weakref.ref(types[1])
+        for T in types:
+            assert fresh.api_ptr(T(), "x") == expected
+        cached = set(fresh.cached_types())
+        assert {torch.Tensor, *types[:15]} <= cached and 16 + 768 <= len(cached) <= 16 + 1024, len(cached)
+        last = weakref.ref([T for T in types if T not in cached][-1])
+        for T in types:  # served again, from the cache or not
+            assert fresh.api_ptr(T(), "x") == expected
+        del cached, types, T
+        gc.collect()
+        assert first() is not None  # the cache holds a strong reference
+        # An uncached type is not kept; CPython 3.13t keeps every class once a thread has started (it makes
+        # objects with deferred reference counts immortal), so there is nothing to see there.
+        assert last() is None or "t" in getattr(sys, "abiflags", "")
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_uncached_lookups_count_nothing_that_can_overflow(probe, tmp_path):
+    """A full cache once counted every further lookup: after 2^31 of them (a long-running server meeting a
+    17th type) the count wrapped negative and indexed outside the cache (segfault). The process of old is
+    started where the count would be, just short of the wrap."""
+    out = fresh_probe_run(probe, tmp_path, """
+        types = [type(f"T{i}", (), {"__dlpack_c_exchange_api__": capsule}) for i in range(40)]
+        fresh.cache_claims(2**31 - 8)
+        for _ in range(100):
+            for T in types:
+                assert fresh.api_ptr(T(), "x") == expected
+        assert fresh.cache_claims() == 2**31 - 8  # a full fast level claims nothing more
+        assert set(types) <= set(fresh.cached_types())  # they went to the overflow level
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_threads_fill_and_read_a_fresh_cache_at_once(probe, tmp_path):
+    """Eight threads look up 24 new types at once in a fresh cache: every lookup returns the right table, and
+    every type ends up cached (two threads may cache one type twice in the fast level). On a free-threaded
+    CPython (scripts/freethreaded_check.sh, PYTHON_GIL=0) the threads really race."""
+    out = fresh_probe_run(probe, tmp_path, """
+        types = [type(f"C{i}", (), {"__dlpack_c_exchange_api__": capsule}) for i in range(24)]
         start, errors = threading.Barrier(8), []
         def worker(k):
             try:
@@ -207,11 +230,10 @@ def test_threads_fill_and_read_a_fresh_cache_at_once(probe, tmp_path):
         for t in threads: t.join()
         cached = fresh.cached_types()
         assert errors == [], errors
-        assert len(cached) == 16 and all(t in types or t is torch.Tensor for t in cached), cached
+        assert set(cached) == {torch.Tensor, *types}, cached
         print("ok")
     """)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+    assert out.strip() == "ok"
 
 
 def test_classes_are_never_tensors(probe):
@@ -554,6 +576,19 @@ def test_protocol_null_strides_mean_row_major(probe):
     ctypes.c_void_p.from_address(_capsule_pointer(capsule, b"dltensor") + 32).value = None
     info = probe.view_info(Recording(a, result=capsule))
     assert info["strides"] == (3, 1) and info["shape"] == (2, 3)
+
+
+@pytest.mark.parametrize("read", ["view_info", "managed_info"])
+def test_protocol_null_shape_without_data_is_buffer_error(probe, read):
+    """ndim 1 with shape NULL and data NULL: counting the elements to decide whether a NULL data pointer is
+    fine would read shape[0] (a segfault once); the missing shape is reported first."""
+    a = np.arange(3, dtype=np.float32)
+    capsule = a.__dlpack__()  # legacy DLManagedTensor: data at offset 0, shape at 24
+    base = _capsule_pointer(capsule, b"dltensor")
+    ctypes.c_void_p.from_address(base).value = None
+    ctypes.c_void_p.from_address(base + 24).value = None
+    with pytest.raises(BufferError, match="argument 't': producer gave a DLTensor without shape or strides"):
+        getattr(probe, read)(Recording(a, result=capsule))
 
 
 def test_protocol_refuses_other_major_version_after_calling_its_deleter(probe):

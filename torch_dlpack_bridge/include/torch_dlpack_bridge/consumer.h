@@ -363,31 +363,83 @@ inline const DLPackExchangeAPI* read_table(PyTypeObject* type, std::string* why)
 }
 
 /*!
- * \brief Per-type cache: up to kSize (type, table) pairs, each written once and kept for the life of the
- * process (the type by a strong reference), so readers need no lock, with or without a GIL: a slot's table
- * is stored before its type is published (release), and a reader that sees the type (acquire) sees the
- * table. Types beyond kSize are looked up on every call (correct, slower; a program rarely passes more
- * than a few tensor types to one extension).
+ * \brief Per-type cache of tables, each entry written once and kept for the life of the process (the type
+ * by a strong reference), so readers need no lock, with or without a GIL: an entry's table is stored before
+ * its type is published (release), and a reader that sees the type (acquire) sees the table.
+ * Two levels: kFast slots filled in order and scanned linearly (an extension meets one or two tensor types:
+ * the first compare hits), then kOverflow slots of an open-addressing table keyed by the type's address, for
+ * programs with many tensor subclasses, where a type goes at most kProbes slots from its home. Types that
+ * find no slot are looked up on every call (correct, slower; the scans that miss stay short).
+ * Nothing counts lookups, so nothing can overflow however long the process runs.
  */
 struct TableCache {
-  static constexpr int kSize = 16;
-  std::atomic<PyTypeObject*> types[kSize] = {};
-  const DLPackExchangeAPI* apis[kSize] = {};
-  std::atomic<int> used{0};  // slots claimed so far (may pass kSize: then nothing more is cached)
+  static constexpr int kFast = 16;
+  static constexpr int kOverflow = 1024;  // a power of two
+  static constexpr int kProbes = 8;
+  struct Entry {
+    PyTypeObject* type;
+    const DLPackExchangeAPI* api;
+  };
+  std::atomic<PyTypeObject*> types[kFast] = {};
+  const DLPackExchangeAPI* apis[kFast] = {};
+  std::atomic<int> used{0};  // fast slots claimed, at most kFast
+  std::atomic<const Entry*> overflow[kOverflow] = {};  // entries are never freed: readers hold no lock
 };
 TDB_MODULE_LOCAL inline TableCache& table_cache() {
   static TableCache cache;  // one per extension module (TDB_MODULE_LOCAL)
   return cache;
 }
 
+/*! \brief Where `type` is, or would go, first in the overflow level. */
+inline size_t overflow_home(PyTypeObject* type) noexcept {
+  const uint64_t h = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(type) >> 4) * 0x9E3779B97F4A7C15ull;
+  return static_cast<size_t>(h >> 40) & (TableCache::kOverflow - 1);
+}
+
 /*! \brief The cached table of `type`, or nullptr. */
 inline const DLPackExchangeAPI* cached_table(TableCache& c, PyTypeObject* type) noexcept {
-  for (int i = 0; i < TableCache::kSize; ++i) {
+  for (int i = 0; i < TableCache::kFast; ++i) {
     PyTypeObject* cached = c.types[i].load(std::memory_order_acquire);
     if (cached == type) return c.apis[i];
-    if (cached == nullptr) break;  // slots fill in order; a slot claimed but not yet published reads null
+    if (cached == nullptr) return nullptr;  // slots fill in order; a slot claimed but not yet published reads null
+  }
+  for (size_t i = overflow_home(type), probes = 0; probes < TableCache::kProbes; ++probes) {
+    const TableCache::Entry* e = c.overflow[i].load(std::memory_order_acquire);
+    if (e == nullptr) return nullptr;
+    if (e->type == type) return e->api;
+    i = (i + 1) & (TableCache::kOverflow - 1);
   }
   return nullptr;
+}
+
+/*!
+ * \brief Caches `api` for `type` (one strong reference to the type, kept), unless both levels are full.
+ * Two threads racing here may both cache the same type in the fast level, which only costs a slot.
+ */
+inline void cache_table(TableCache& c, PyTypeObject* type, const DLPackExchangeAPI* api) noexcept {
+  int slot = c.used.load(std::memory_order_relaxed);
+  while (slot < TableCache::kFast && !c.used.compare_exchange_weak(slot, slot + 1, std::memory_order_relaxed)) {
+  }
+  if (slot < TableCache::kFast) {
+    Py_INCREF(type);
+    c.apis[slot] = api;
+    c.types[slot].store(type, std::memory_order_release);
+    return;
+  }
+  TableCache::Entry* mine = nullptr;  // made only once a free slot is seen: a full window costs no allocation
+  for (size_t i = overflow_home(type), probes = 0; probes < TableCache::kProbes; ++probes) {
+    const TableCache::Entry* seen = c.overflow[i].load(std::memory_order_acquire);
+    if (seen == nullptr) {
+      if (mine == nullptr && (mine = new (std::nothrow) TableCache::Entry{type, api}) == nullptr) return;
+      if (c.overflow[i].compare_exchange_strong(seen, mine, std::memory_order_acq_rel)) {
+        Py_INCREF(type);
+        return;
+      }
+    }
+    if (seen->type == type) break;  // another thread cached it meanwhile
+    i = (i + 1) & (TableCache::kOverflow - 1);
+  }
+  delete mine;  // not published: no reader can hold it
 }
 
 /*!
@@ -423,15 +475,7 @@ inline const DLPackExchangeAPI* find_exchange_api(PyTypeObject* type, std::strin
     if (why) *why = reason;
     return nullptr;
   }
-  // Python code (or another thread) may have cached it meanwhile; two threads racing here may both cache
-  // the same type, which only costs a slot.
-  if (detail::cached_table(c, type) != nullptr) return api;
-  const int slot = c.used.fetch_add(1, std::memory_order_relaxed);
-  if (slot < detail::TableCache::kSize) {
-    Py_INCREF(type);
-    c.apis[slot] = api;
-    c.types[slot].store(type, std::memory_order_release);
-  }
+  if (detail::cached_table(c, type) == nullptr) detail::cache_table(c, type, api);  // unless a thread just did
   return api;
 }
 
@@ -655,10 +699,14 @@ inline DLManagedTensorVersioned* export_by_protocol(PyObject* obj, const char* n
 }
 
 /*!
- * \brief Throws BufferError when `t` has elements but no data pointer: a meta tensor or FakeTensor that its
- * producer exported anyway (torch's own table does, with data = NULL). Our producer refuses those itself.
+ * \brief Throws BufferError unless `t` describes its data: shape and strides present (ndim > 0), and a data
+ * pointer wherever there are elements (a meta tensor or FakeTensor that its producer exported anyway has
+ * none: torch's own table does that, with data = NULL; our producer refuses those itself). The shape is
+ * checked first: counting the elements reads it.
  */
-inline void check_has_data(const DLTensor& t, const char* name) {
+inline void check_described(const DLTensor& t, const char* name) {
+  if (t.ndim < 0 || (t.ndim > 0 && (!t.shape || !t.strides)))
+    throw Error(PyExc_BufferError, arg(name) + "producer gave a DLTensor without shape or strides");
   if (t.data || numel(t) == 0) return;  // data is NULL only at size zero for real tensors: one cheap test
   throw Error(PyExc_BufferError, arg(name) + "has no data (a meta tensor or FakeTensor): torch.compile, "
                                              "torch.export and FakeTensorMode trace with such tensors; call the "
@@ -705,13 +753,13 @@ class ManagedTensor {
   static ManagedTensor from_python(PyObject* obj, const DLPackExchangeAPI* api, const char* name) {
     if (!api) {
       ManagedTensor m(detail::export_by_protocol(obj, name), nullptr);
-      detail::check_has_data(m.dl(), name);
+      detail::check_described(m.dl(), name);
       return m;
     }
     DLManagedTensorVersioned* out = nullptr;
     if (api->managed_tensor_from_py_object_no_sync(obj, &out) != 0) detail::throw_pending(name);
     ManagedTensor m(out, api);
-    detail::check_has_data(m.dl(), name);  // the deleter runs if this throws
+    detail::check_described(m.dl(), name);  // the deleter runs if this throws
     return m;
   }
   ManagedTensor(const ManagedTensor&) = delete;
@@ -815,9 +863,7 @@ class TensorView {
       t_ = owned_.dl();
       read_only_ = (owned_.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
     }
-    if (t_.ndim < 0 || (t_.ndim > 0 && (!t_.shape || !t_.strides)))
-      throw Error(PyExc_BufferError, detail::arg(name) + "producer gave a DLTensor without shape or strides");
-    detail::check_has_data(t_, name);
+    if (!owned_) detail::check_described(t_, name);  // from_python() checked an owning export already
   }
   TensorView(const TensorView&) = delete;
   TensorView& operator=(const TensorView&) = delete;
