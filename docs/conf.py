@@ -1,0 +1,60 @@
+"""Sphinx configuration of the torch_dlpack_bridge documentation.
+
+Build (from the repository root, in the environment where torch_dlpack_bridge is installed, with Doxygen and
+Graphviz on PATH):  sphinx-build -W --keep-going docs docs/_build/html
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+project = "torch_dlpack_bridge"
+author = "torch_dlpack_bridge developers"
+copyright = "2026, " + author
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.graphviz",
+    "breathe",
+]
+
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+exclude_patterns = ["_build", "requirements.txt", "snippets"]
+myst_enable_extensions = ["colon_fence"]
+myst_heading_anchors = 3
+
+html_theme = "furo"
+html_title = "torch_dlpack_bridge"
+html_static_path = []
+
+graphviz_output_format = "svg"
+
+# The package is documented as installed (autodoc imports it, which publishes the table: harmless here).
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+
+# C++ API: Doxygen reads the headers' own doc comments, Breathe renders them. Run Doxygen on every build so
+# the reference cannot lag behind the headers.
+DOXYGEN_XML = os.path.join(HERE, "_build", "doxygen", "xml")
+if shutil.which("doxygen") is None:
+    sys.exit("docs: doxygen is not installed (Debian: apt-get install doxygen graphviz)")
+os.makedirs(os.path.dirname(DOXYGEN_XML), exist_ok=True)
+subprocess.run(["doxygen", "Doxyfile"], cwd=HERE, check=True)
+breathe_projects = {"tdb": DOXYGEN_XML}
+breathe_default_project = "tdb"
+breathe_domain_by_extension = {"h": "cpp"}
+breathe_default_members = ("members",)
+cpp_index_common_prefix = ["tdb::"]
+
+# The command line page shows `--help` as the installed package prints it.
+GENERATED = os.path.join(HERE, "_build", "generated")
+os.makedirs(GENERATED, exist_ok=True)
+for name, args in (("cli-help.txt", ["--help"]), ("cli-bench-help.txt", ["bench", "--help"])):
+    text = subprocess.run([sys.executable, "-m", "torch_dlpack_bridge", *args], check=True, capture_output=True,
+                          text=True, env=dict(os.environ, COLUMNS="100")).stdout
+    with open(os.path.join(GENERATED, name), "w") as f:
+        f.write(text)
