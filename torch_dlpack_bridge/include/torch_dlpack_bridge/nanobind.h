@@ -45,6 +45,7 @@
 #include <utility>
 
 #include "torch_dlpack_bridge/consumer.h"
+#include "torch_dlpack_bridge/tensor.h"
 
 namespace tdb {
 namespace detail {
@@ -139,6 +140,66 @@ class NanobindArg {
   PyObject* error_ = nullptr;
 };
 
+/*!
+ * \brief The caster of a typed tdb::Tensor<...> argument (tensor.h). Without cast_flags::convert (the first
+ * pass of an overloaded function) a refused tensor, or one that violates a constraint, returns false: the next
+ * overload is tried (dispatch by dtype, rank, device, ...). With it, the refusal or the first violated
+ * constraint is kept and raised, as a pending tdb::Error, when the function asks for the value.
+ */
+template <class V>
+class NanobindTypedArg {
+ public:
+  static constexpr auto Name = nanobind::detail::const_name("tensor");
+  template <typename U>
+  using Cast = nanobind::detail::movable_cast_t<U>;
+  template <typename U>
+  static constexpr bool can_cast() { return true; }
+
+  NanobindTypedArg() = default;
+  NanobindTypedArg(const NanobindTypedArg&) = delete;
+  NanobindTypedArg& operator=(const NanobindTypedArg&) = delete;
+  ~NanobindTypedArg() { Py_XDECREF(error_); }  // casters live inside the call: GIL held
+
+  /*! \brief See the class comment; never throws. */
+  bool from_python(nanobind::handle src, uint8_t flags, nanobind::detail::cleanup_list*) noexcept {
+    register_nanobind_error_translator();
+    PyObject* obj = src.ptr();
+    const DLPackExchangeAPI* api;
+    if (!dlpack_tensor_table(obj, &api)) return false;
+    const bool convert = (flags & static_cast<uint8_t>(nanobind::detail::cast_flags::convert)) != 0;
+    PyObject* ok = guard([this, obj, api]() -> PyObject* {
+      value_.emplace(unchecked, obj, api, V::DefaultName);
+      return Py_None;  // borrowed: only a success marker
+    });
+    if (ok && V::satisfied_by(*value_)) return true;  // the fast path: one compare per constraint
+    if (!convert) {
+      if (!ok) PyErr_Clear();  // another overload may take it; nanobind calls us again with convert if none does
+      value_.reset();
+      return false;
+    }
+    if (ok) guard([this]() -> PyObject* { V::check(*value_); return Py_None; });  // sets the violation
+    error_ = fetch_exception();
+    value_.reset();
+    return true;
+  }
+  explicit operator V*() { return &value(); }
+  explicit operator V&() { return value(); }
+  explicit operator V&&() { return std::move(value()); }
+
+ private:
+  V& value() {
+    if (error_) {
+      PyObject* e = error_;
+      error_ = nullptr;
+      restore_exception(e);
+      throw Error::pending();
+    }
+    return *value_;
+  }
+  std::optional<V> value_;
+  PyObject* error_ = nullptr;
+};
+
 }  // namespace detail
 }  // namespace tdb
 
@@ -157,6 +218,10 @@ struct type_caster<tdb::ManagedTensor> : tdb::detail::NanobindArg<tdb::ManagedTe
     return tdb::guard([&]() -> PyObject* { return t.to_python(); });
   }
 };
+
+/*! \brief Typed tdb::Tensor<...> arguments (tensor.h; see tdb::detail::NanobindTypedArg). */
+template <class... Ts>
+struct type_caster<tdb::Tensor<Ts...>> : tdb::detail::NanobindTypedArg<tdb::Tensor<Ts...>> {};
 
 }  // namespace detail
 }  // namespace nanobind

@@ -49,6 +49,7 @@
 #include <utility>
 
 #include "torch_dlpack_bridge/consumer.h"
+#include "torch_dlpack_bridge/tensor.h"
 
 namespace tdb {
 namespace detail {
@@ -154,6 +155,46 @@ class type_caster<tdb::ManagedTensor> {
     tdb::register_pybind11_error_translator();
     return src.to_python();
   }
+};
+
+/*!
+ * \brief Loads a typed tdb::Tensor<...> argument (tensor.h): a tensor that violates its constraints makes
+ * pybind11 try the next overload in the no-conversion pass (dispatch by dtype, rank, device, ...) and raises
+ * the violation, as tdb::Error, in the converting pass (the only pass of a single overload).
+ */
+template <class... Ts>
+class type_caster<tdb::Tensor<Ts...>> {
+  using Value = tdb::Tensor<Ts...>;
+
+ public:
+  static constexpr auto name = const_name("tensor");
+  template <typename T>
+  using cast_op_type = movable_cast_op_type<T>;
+
+  /*! \brief false (next overload) for a non-tensor, and for a refused or non-matching tensor without convert. */
+  bool load(handle src, bool convert) {
+    tdb::register_pybind11_error_translator();
+    PyObject* obj = src.ptr();
+    const DLPackExchangeAPI* api;
+    if (!tdb::detail::dlpack_tensor_table(obj, &api)) return false;
+    if (convert) {  // raises the producer's refusal or the first violated constraint
+      value_.emplace(obj, api, Value::DefaultName);
+      return true;
+    }
+    if (!tdb::detail::pybind11_load([this, obj, api] { value_.emplace(tdb::detail::unchecked, obj, api,
+                                                                      Value::DefaultName); },
+                                    false))
+      return false;
+    if (Value::satisfied_by(*value_)) return true;
+    value_.reset();  // another overload may take it
+    return false;
+  }
+  operator Value*() { return &*value_; }
+  operator Value&() { return *value_; }
+  operator Value&&() && { return std::move(*value_); }
+
+ private:
+  std::optional<Value> value_;
 };
 
 }  // namespace detail

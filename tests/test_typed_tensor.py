@@ -1,0 +1,433 @@
+"""Typed tensor parameters (torch_dlpack_bridge/tensor.h: tdb::Tensor<float, tdb::shape<-1, 3>, tdb::c_contig, ...>)
+through the pybind11 and nanobind casters.
+
+tests/typed_tensor_module.cpp is compiled once per binding library (the nanobind one with -DTDB_USE_NANOBIND): every
+constraint accepted and refused with its message, overload dispatch by dtype, rank, device, memory order and
+writability, and the accessors (view()) against torch indexing on strided views.
+"""
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import numpy as np
+import pytest
+import torch
+
+import torch_dlpack_bridge  # noqa: F401  (publishes the table)
+from example_packages import import_from
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INCLUDE = os.path.join(os.path.dirname(HERE), "torch_dlpack_bridge", "include")
+SOURCE = os.path.join(HERE, "typed_tensor_module.cpp")
+FLAVOURS = ["pybind11", "nanobind"]
+WARNINGS = ["-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"]
+
+
+def binding_flags(flavour):
+    if flavour == "pybind11":
+        import pybind11
+
+        return [f"-isystem{pybind11.get_include()}"], []
+    import nanobind
+
+    inc = nanobind.include_dir()
+    robin = os.path.join(os.path.dirname(inc), "ext", "robin_map", "include")
+    return ["-DTDB_USE_NANOBIND", f"-isystem{inc}", f"-isystem{robin}"], [
+        os.path.join(os.path.dirname(inc), "src", "nb_combined.cpp")]
+
+
+def compiler():
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.fail("no C++ compiler on PATH: the typed parameters cannot be tested")
+    return cxx
+
+
+def base_cmd(flavour):
+    flags, _ = binding_flags(flavour)
+    return [compiler(), "-std=c++17", f"-I{sysconfig.get_paths()['include']}", f"-I{INCLUDE}", *flags]
+
+
+@pytest.fixture(scope="session")
+def modules(tmp_path_factory):
+    """{flavour: module}: both built at once (two compiler processes)."""
+    workdir = tmp_path_factory.mktemp("typed_tensor")
+    procs = {}
+    for flavour in FLAVOURS:
+        name = f"tdb_typed_{flavour}"
+        _, extra = binding_flags(flavour)
+        out = os.path.join(str(workdir), name + sysconfig.get_config_var("EXT_SUFFIX"))
+        cmd = base_cmd(flavour) + ["-O1", "-fPIC", "-shared", f"-DTDB_MODULE={name}", SOURCE, *extra, "-o", out]
+        if flavour == "nanobind":
+            cmd.insert(-2, f"-DNB_DOMAIN={name}")
+        procs[flavour] = (name, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    result = {}
+    for flavour, (name, proc) in procs.items():
+        output = proc.communicate(timeout=900)[0]
+        assert proc.returncode == 0, output
+        result[flavour] = import_from(str(workdir), name)
+    return result
+
+
+@pytest.fixture(params=FLAVOURS)
+def m(request, modules):
+    return modules[request.param]
+
+
+# A torch.Tensor subclass whose table reports every tensor as cuda:0 (device checks without a GPU): torch's
+# published table with dltensor_from_py_object_no_sync wrapped by a ctypes callback.
+class _Table(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("prev_api", ctypes.c_void_p)] + [
+        (f, ctypes.c_void_p) for f in ("alloc", "from_py", "to_py", "view", "stream")]
+
+
+_CAPSULE = b"dlpack_exchange_api"
+_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer.restype, _get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_new_capsule = ctypes.pythonapi.PyCapsule_New
+_new_capsule.restype, _new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_torch_table = _Table.from_address(_get_pointer(torch.Tensor.__dlpack_c_exchange_api__, _CAPSULE))
+_torch_view = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(_torch_table.view)
+
+
+@ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+def _cuda_view(obj, out):
+    rc = _torch_view(obj, out)
+    ctypes.c_int32.from_address(out + 8).value = 2  # DLTensor.device.device_type = kDLCUDA
+    return rc
+
+
+_fake_table = _Table.from_buffer_copy(_torch_table)
+_fake_table.view = ctypes.cast(_cuda_view, ctypes.c_void_p).value
+
+
+class FakeCuda(torch.Tensor):
+    __dlpack_c_exchange_api__ = _new_capsule(ctypes.addressof(_fake_table), _CAPSULE, None)
+
+
+def fake_cuda(t):
+    return t.as_subclass(FakeCuda)
+
+
+def read_only_array(shape=(3,)):
+    a = np.ones(shape, dtype=np.float32)
+    a.flags.writeable = False
+    return a
+
+
+# ----------------------------------------------------------------------------- element types
+
+DTYPES = {  # function -> (torch dtype, DLPack name in messages)
+    "f32": (torch.float32, "float32"), "f64": (torch.float64, "float64"), "f16": (torch.float16, "float16"),
+    "bf16": (torch.bfloat16, "bfloat16"), "c32": (torch.complex32, "complex32"),
+    "c64": (torch.complex64, "complex64"), "c128": (torch.complex128, "complex128"),
+    "f8e4m3fn": (torch.float8_e4m3fn, "float8_e4m3fn"), "f8e4m3fnuz": (torch.float8_e4m3fnuz, "float8_e4m3fnuz"),
+    "f8e5m2": (torch.float8_e5m2, "float8_e5m2"), "f8e5m2fnuz": (torch.float8_e5m2fnuz, "float8_e5m2fnuz"),
+    "f8e8m0fnu": (torch.float8_e8m0fnu, "float8_e8m0fnu"),
+    "f4e2m1fn_x2": (torch.float4_e2m1fn_x2, "float4_e2m1fnx2"), "b8": (torch.bool, "bool"),
+    "i8": (torch.int8, "int8"), "i16": (torch.int16, "int16"), "i32": (torch.int32, "int32"),
+    "i64": (torch.int64, "int64"), "u8": (torch.uint8, "uint8"), "u16": (torch.uint16, "uint16"),
+    "u32": (torch.uint32, "uint32"), "u64": (torch.uint64, "uint64"),
+}
+
+
+def tensor_of(dtype):
+    """A 1-D tensor of `dtype` whose bytes are 1, 2, 3, ... (0/1 for bool)."""
+    if dtype is torch.bool:
+        return torch.tensor([True, False, True])
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    return torch.arange(1, 3 * itemsize + 1, dtype=torch.uint8).view(dtype)
+
+
+def first_bits(x):
+    raw = bytes(x.reshape(-1)[:1].contiguous().view(torch.uint8).tolist())
+    return int.from_bytes(raw[:8], "little", signed=False)
+
+
+@pytest.mark.parametrize("fn", list(DTYPES))
+def test_element_type_accepted_and_read(m, fn):
+    dtype, _ = DTYPES[fn]
+    x = tensor_of(dtype)
+    got = getattr(m, fn)(x)
+    assert got & ((1 << 64) - 1) == first_bits(x)
+
+
+@pytest.mark.parametrize("fn", list(DTYPES))
+def test_element_type_refused_with_its_message(m, fn):
+    _, name = DTYPES[fn]
+    other, other_name = (torch.float64, "float64") if fn == "f32" else (torch.float32, "float32")
+    with pytest.raises(TypeError, match=f"^argument 'tensor': expected dtype {name}, got {other_name}$"):
+        getattr(m, fn)(torch.ones(2, dtype=other))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e5m2, torch.int16, torch.bool])
+def test_no_element_type_accepts_any_dtype(m, dtype):
+    assert m.any_dtype(tensor_of(dtype)) == DTYPES[next(k for k, v in DTYPES.items() if v[0] is dtype)][1]
+
+
+def test_numpy_arrays_are_typed_too(m):
+    # A producer without a table (through __dlpack__) is checked the same way.
+    assert m.f64(np.array([2.5, 1.0])) == first_bits(torch.tensor([2.5]).double())
+    with pytest.raises(TypeError, match="^argument 'tensor': expected dtype float32, got int32$"):
+        m.f32(np.ones(2, dtype=np.int32))
+
+
+# ----------------------------------------------------------------------------- rank and sizes
+
+
+@pytest.mark.parametrize("fn,ok,bad,msg", [
+    ("rank0", [torch.tensor(1.0)], [torch.ones(1)], r"expected 0 dimension\(s\), got 1"),
+    ("rank2", [torch.ones(2, 3), torch.ones(0, 5)], [torch.ones(6), torch.ones(1, 2, 3)],
+     r"expected 2 dimension\(s\), got [13]"),
+    ("rows_of_3", [torch.ones(5, 3), torch.ones(0, 3), torch.ones(3, 6)[:, ::2]], [torch.ones(3, 4), torch.ones(3, 1)],
+     r"expected shape \[-1, 3\], got \[3, [14]\]"),
+    ("rows_of_3", [], [torch.ones(3)], r"expected 2 dimension\(s\), got 1"),
+    ("fixed_2_any_4", [torch.ones(2, 7, 4), torch.ones(2, 0, 4)], [torch.ones(3, 7, 4), torch.ones(2, 7, 5)],
+     r"expected shape \[2, -1, 4\], got \[[23], 7, [45]\]"),
+])
+def test_rank_and_sizes(m, fn, ok, bad, msg):
+    for x in ok:
+        getattr(m, fn)(x)
+    for x in bad:
+        with pytest.raises(ValueError, match=f"^argument 'tensor': {msg}$"):
+            getattr(m, fn)(x)
+
+
+def test_rank_and_sizes_values(m):
+    assert m.rank0(torch.tensor(3.0)) == 0 and m.rank2(torch.ones(4, 5)) == 2
+    assert m.rows_of_3(torch.ones(7, 3)) == 7 and m.fixed_2_any_4(torch.ones(2, 9, 4)) == 9
+
+
+# ----------------------------------------------------------------------------- memory order
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.ones(4, 3), lambda: torch.ones(5), lambda: torch.tensor(1.0), lambda: torch.ones(4, 3)[1:3],
+    lambda: torch.ones(0, 3).t(), lambda: torch.as_strided(torch.ones(9), (1, 3), (99, 1)),
+    lambda: torch.ones(3, 1, 2).permute(1, 0, 2)], ids=["2d", "1d", "0d", "rows", "empty", "size1_odd", "size1_perm"])
+def test_c_contig_accepted(m, make):
+    m.c_contig(make())
+
+
+@pytest.mark.parametrize("make,strides", [
+    (lambda: torch.ones(3, 2).t(), r"\[1, 2\] for shape \[2, 3\]"), (lambda: torch.ones(6)[::2], r"\[2\] for shape \[3\]"),
+    (lambda: torch.ones(4, 6)[:, :3], r"\[6, 1\] for shape \[4, 3\]"), (lambda: np.ones(3, dtype=np.float32)[::-1], r"\[-1\]"),
+    (lambda: torch.ones(1).expand(3), r"\[0\]")], ids=["transposed", "step", "columns", "negative", "expanded"])
+def test_c_contig_refused(m, make, strides):
+    with pytest.raises(ValueError, match=f"^argument 'tensor': expected a contiguous tensor, got strides {strides}"):
+        m.c_contig(make())
+
+
+def test_f_contig(m):
+    for x in (torch.ones(3, 2).t(), torch.ones(5), torch.ones(2, 3, 4).permute(2, 1, 0), torch.ones(1, 4)):
+        m.f_contig(x)
+    with pytest.raises(ValueError, match=r"^argument 'tensor': expected a column-major \(f_contig\) tensor, got "
+                                         r"strides \[2, 1\] for shape \[3, 2\]$"):
+        m.f_contig(torch.ones(3, 2))
+
+
+# ----------------------------------------------------------------------------- device type
+
+
+def test_device_type(m):
+    assert m.on_cpu(torch.ones(2)) == "cpu"
+    assert m.on_cuda(fake_cuda(torch.ones(2))) == "cuda:0"
+    with pytest.raises(ValueError, match="^argument 'tensor': expected a cpu tensor, got cuda:0$"):
+        m.on_cpu(fake_cuda(torch.ones(2)))
+    with pytest.raises(ValueError, match="^argument 'tensor': expected a cuda tensor, got cpu$"):
+        m.on_cuda(torch.ones(2))
+
+
+# ----------------------------------------------------------------------------- writability
+
+
+def test_writability(m):
+    ro = read_only_array()
+    assert m.writable(torch.ones(2)) is False and m.writable(np.ones(2, dtype=np.float32)) is False
+    with pytest.raises(ValueError, match=r"^argument 'tensor': is read-only, expected a writable tensor \(declare "
+                                         r"the element type const, or tdb::ro, to accept it\)$"):
+        m.writable(ro)
+    assert m.const_elements(ro) is True and m.const_elements(torch.ones(2)) is False
+    assert m.ro_any_dtype(ro) is True and m.ro_any_dtype(torch.ones(2, dtype=torch.int8)) is False
+
+
+# ----------------------------------------------------------------------------- names, order of checks, describe()
+
+
+def test_named_argument(m):
+    with pytest.raises(TypeError, match="^argument 'x': expected dtype float32, got float64$"):
+        m.named_x(torch.ones(2, dtype=torch.float64))
+    assert m.named_x(torch.ones(2)) == "x"
+
+
+@pytest.mark.parametrize("x,exc,msg", [
+    (torch.ones(4, 6, dtype=torch.float64)[:, ::2], TypeError, "expected dtype float32, got float64"),
+    (torch.ones(4, 6)[:, ::2].t(), ValueError, r"expected shape \[-1, 3\], got \[3, 4\]"),
+    (fake_cuda(torch.ones(4, 6)[:, ::2]), ValueError, "expected a cpu tensor, got cuda:0"),
+    (torch.ones(4, 6)[:, ::2], ValueError, "expected a contiguous tensor"),
+    (np.ones((2, 3), dtype=np.float32)[::1], None, None),
+    (read_only_array((2, 3)), ValueError, "is read-only"),
+], ids=["dtype", "shape", "device", "contiguity", "ok", "writability"])
+def test_checks_report_the_first_violation_in_order(m, x, exc, msg):
+    if exc is None:
+        assert m.all_of_them(x) == 2
+        return
+    with pytest.raises(exc, match=f"^argument 'x': {msg}"):
+        m.all_of_them(x)
+
+
+def test_describe(m):
+    assert m.describe() == ("float32, shape [-1, 3], c_contig, device cuda, read-only | "
+                            "bfloat16, 2 dimension(s), f_contig, writable | any dtype, writable")
+
+
+# ----------------------------------------------------------------------------- overloads
+
+
+def test_dispatch_by_dtype(m):
+    for dtype, name in [(torch.float32, "float32"), (torch.float64, "float64"), (torch.int64, "int64"),
+                        (torch.bfloat16, "bfloat16")]:
+        assert m.dtype(torch.ones(3, dtype=dtype)) == name
+    assert m.dtype(np.ones(2, dtype=np.float64)) == "float64"
+    # No overload takes it without conversion: the converting pass raises the first overload's violation.
+    with pytest.raises(TypeError, match="^argument 'tensor': expected dtype float32, got int8$"):
+        m.dtype(torch.ones(3, dtype=torch.int8))
+    with pytest.raises(ValueError, match=r"^argument 'tensor': expected 1 dimension\(s\), got 2$"):
+        m.dtype(torch.ones(3, 1))
+
+
+def test_a_violation_goes_to_the_next_overload(m):
+    assert m.dtype_or_object(torch.ones(2)) == "float32"
+    assert m.dtype_or_object(torch.ones(2, dtype=torch.float64)) == "object"
+    assert m.dtype_or_object(torch.ones(2, 2)) == "object"
+    assert m.dtype_or_object(torch.ones(2, dtype=torch.complex64).conj()) == "object"  # refused by the producer
+    assert m.dtype_or_object(torch.Tensor) == "object" and m.dtype_or_object(3) == "object"
+
+
+def test_dispatch_by_rank_device_order_and_writability(m):
+    assert [m.rank(torch.ones(4)), m.rank(torch.ones(4, 3)), m.rank(torch.ones(4, 2))] == ["1", "rows_of_3", "2"]
+    assert m.device(torch.ones(2)) == "cpu" and m.device(fake_cuda(torch.ones(2))) == "cuda"
+    assert m.order(torch.ones(2, 3)) == "c_contig" and m.order(torch.ones(3, 2).t()) == "strided"
+    assert m.writable_or_not(torch.ones(2)) == "writable" and m.writable_or_not(read_only_array()) == "read-only"
+    with pytest.raises(ValueError, match=r"^argument 'tensor': expected 2 dimension\(s\), got 3$"):
+        m.rank(torch.ones(2, 2, 2))  # rank 3: no overload; the first one's message
+
+
+def test_non_tensors_get_the_signature_error(m):
+    for bad in ([1.0], None, "x", torch.Tensor):
+        with pytest.raises(TypeError, match=r"f32\(\): incompatible function arguments"):
+            m.f32(bad)
+
+
+def test_a_single_overload_raises_the_producers_refusal(m):
+    with pytest.raises(BufferError, match="^argument 'tensor': .*conjugate bit"):
+        m.any_dtype(torch.ones(2, dtype=torch.complex64).conj())
+    with pytest.raises(BufferError, match="^argument 'tensor': .*meta"):
+        m.f32(torch.ones(2, device="meta"))
+
+
+def test_refusals_leave_nothing_behind(m):
+    x, y, a = torch.ones(3, dtype=torch.float64), torch.ones(4, 2), read_only_array()
+    refs = [sys.getrefcount(o) for o in (x, y, a)]
+    for _ in range(100):
+        for call in (lambda: m.f32(x), lambda: m.rows_of_3(y), lambda: m.writable(a), lambda: m.dtype(y),
+                     lambda: m.c_contig(y.t())):
+            with pytest.raises((TypeError, ValueError)):
+                call()
+        assert m.dtype_or_object(x) == "object" and m.writable_or_not(a) == "read-only"
+    assert [sys.getrefcount(o) for o in (x, y, a)] == refs
+
+
+# ----------------------------------------------------------------------------- accessors against torch indexing
+
+STRIDED = {
+    1: [lambda b: b[:7], lambda b: b[::3], lambda b: b.numpy()[8::-1], lambda b: b[4:5].expand(6),
+        lambda b: b.reshape(6, 10)[:, 2], lambda b: b[:0]],
+    2: [lambda b: b.reshape(6, 10), lambda b: b.reshape(6, 10).t(), lambda b: b.numpy().reshape(6, 10)[1::2, ::-3],
+        lambda b: b.reshape(6, 10)[:, 4:5].expand(6, 3), lambda b: b.reshape(60, 1)[::7],
+        lambda b: b.numpy().reshape(3, 20)[:, ::4][:, ::-1]],
+    3: [lambda b: b.reshape(3, 4, 5), lambda b: b.reshape(3, 4, 5).permute(2, 0, 1),
+        lambda b: b.numpy().reshape(3, 4, 5)[:, ::-2, 1::2], lambda b: b.reshape(4, 3, 5).transpose(0, 2)[1:, :, ::3],
+        lambda b: b[:2].reshape(1, 2, 1).expand(3, 2, 4)],
+}
+CASES = [(rank, i) for rank, makers in STRIDED.items() for i in range(len(makers))]
+
+
+def base():
+    return torch.arange(60, dtype=torch.float32) * 1.5 - 7
+
+
+@pytest.mark.parametrize("rank,i", CASES)
+def test_strided_view_reads_like_torch(m, rank, i):
+    x = STRIDED[rank][i](base())
+    assert getattr(m, f"to_list{rank}")(x) == x.flatten().tolist()
+
+
+def test_rank0_and_integer_views(m):
+    assert m.to_list0(torch.tensor(2.5)) == [2.5] and m.to_list0(base()[7]) == [base()[7].item()]
+    x = torch.arange(-20, 40, dtype=torch.int64).reshape(6, 10)[::2, 1::3].t()
+    assert m.to_list2_i64(x) == x.flatten().tolist()
+
+
+def test_view_sizes_and_strides_are_in_elements(m):
+    for x in (base().reshape(3, 4, 5), base().reshape(3, 4, 5).permute(2, 0, 1)[::2, :, 1:],
+              base().numpy().reshape(3, 4, 5)[:, ::-1]):
+        strides = x.stride() if isinstance(x, torch.Tensor) else tuple(s // 4 for s in x.strides)
+        assert m.view_layout(x) == [*x.shape, *strides, x.size if isinstance(x, np.ndarray) else x.numel()]
+    x = torch.as_strided(base(), (2, 1, 5), (5, 77, 1))  # a size-1 dimension with an odd stride is still dense
+    assert m.contiguous_layout(x) == [2, 1, 5, 5, 5, 1, 10]
+
+
+@pytest.mark.parametrize("make", [lambda b: b.reshape(3, 4, 5), lambda b: b[10:34].reshape(2, 3, 4),
+                                  lambda b: torch.as_strided(b, (2, 1, 5), (5, 77, 1)),
+                                  lambda b: b.reshape(3, 4, 5)[1:2]], ids=["dense", "offset", "size1_odd", "slab"])
+def test_contiguous_view_reads_like_torch(m, make):
+    x = make(base())
+    assert m.to_list3_c(x) == x.flatten().tolist()
+    assert m.to_list1_c(x.flatten()) == x.flatten().tolist()
+    y = base().reshape(20, 3)[5:9]
+    assert m.to_list2_c_strided(y) == y.flatten().tolist()
+
+
+@pytest.mark.parametrize("make", [lambda b: b.reshape(6, 10), lambda b: b.reshape(6, 10).t()[::2],
+                                  lambda b: b.reshape(6, 10)[1::2, 3:8], lambda b: b[5:].reshape(5, 11)[:, 1::5],
+                                  lambda b: b.numpy().reshape(6, 10)[::-2, 3:8],
+                                  lambda b: b.numpy()[5:].reshape(5, 11)[:, ::-5]])
+def test_strided_view_writes_like_torch(m, make):
+    buf = torch.zeros(60)
+    y = make(buf)
+    expected = buf.clone()
+    ye = make(expected)
+    for i in range(ye.shape[0]):
+        for j in range(ye.shape[1]):
+            ye[i, j] = i * 10000 + j * 100
+    m.fill2(y)
+    assert torch.equal(buf, expected)  # the view's elements, and nothing else, were written
+
+
+@pytest.mark.parametrize("fill", ["fill3", "fill3_c"])
+def test_views_write_3d(m, fill):
+    buf = torch.zeros(80)
+    y = buf[7:67].reshape(3, 4, 5) if fill == "fill3_c" else buf[7:67].reshape(3, 4, 5).permute(1, 2, 0)[:, 1::2]
+    getattr(m, fill)(y)
+    idx = torch.cartesian_prod(*[torch.arange(n) for n in y.shape]).to(torch.float32)
+    assert y.flatten().tolist() == (idx[:, 0] * 10000 + idx[:, 1] * 100 + idx[:, 2]).tolist()
+    assert buf[:7].eq(0).all() and buf[67:].eq(0).all()
+
+
+def test_view_as_another_type_of_the_same_size(m):
+    x = torch.tensor([1.0, -2.0, 3.5, 0.25, 7.0], dtype=torch.bfloat16)[::2]
+    assert m.bf16_bits(x) == [float(v & 0xFFFF) for v in x.view(torch.int16).tolist()]
+
+
+# ----------------------------------------------------------------------------- the header itself
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_header_compiles_without_warnings(flavour):
+    cmd = base_cmd(flavour) + ["-fsyntax-only", *WARNINGS, "-Wshadow", "-DTDB_MODULE=warnings_check", SOURCE]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
