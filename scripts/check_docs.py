@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Checks the built documentation as a reader's browser sees it.
+
+    python scripts/check_docs.py [HTML_DIR] [--screenshots DIR] [--chromium PATH]
+
+Serves HTML_DIR (default docs/_build/html, what `sphinx-build -W --keep-going docs docs/_build/html` writes) on
+127.0.0.1 only, at a free port, and opens every page in headless Chromium (Debian's `chromium` package), driven
+by subprocess: `--dump-dom` gives the page as the browser rendered it, `--screenshot` an image of the main pages.
+No Python dependency beyond the standard library (http.server serves, html.parser reads the DOM).
+
+Fails (exit 1, one line per problem) on:
+- a page that does not load: an HTTP error, Chromium failing, or a rendered page without its main element or
+  (but for the search page) a heading;
+- a broken internal link: an <a href> to a page of the site that does not exist, or to a #fragment that is not
+  an id of the target page;
+- a missing image: an <img src> or <object data> (the Graphviz diagrams) that the server does not have, or that
+  is empty or not an image; and any request Chromium made while rendering a page that the server answered with
+  an error (stylesheets, scripts and images as the browser asked for them).
+External links are not followed (the check runs without network). Screenshots go to docs/_build/screenshots
+(not in git); exit 2 when Chromium is not installed.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import html.parser
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Dict, List, Optional, Set, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The pages a reader lands on first, screenshot in this order.
+MAIN_PAGES = ["index.html", "getting-started.html", "how-it-works.html", "guides/kernel-authors.html",
+              "guides/build-cache.html", "reference/cpp.html", "reference/python.html", "benchmarks.html",
+              "guarantees.html", "support.html"]
+SKIP_DIRS = ("_static", "_images", "_sources", "_downloads")
+
+
+class Recorder(http.server.SimpleHTTPRequestHandler):
+    """Serves the site and records every request's status (what Chromium asked for and got)."""
+
+    requests: List[Tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def log_request(self, code="-", size="-"):
+        with self.lock:
+            self.requests.append((urllib.parse.unquote(self.path.split("?")[0]), int(code)))
+
+    def log_message(self, format, *args):  # quiet
+        pass
+
+
+class DomReader(html.parser.HTMLParser):
+    """Ids, headings, links and images of one rendered page."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ids: Set[str] = set()
+        self.links: List[str] = []
+        self.images: List[str] = []
+        self.headings = 0
+        self.main = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("id", "name"):
+            if a.get(key):
+                self.ids.add(a[key])
+        if tag in ("h1", "h2"):
+            self.headings += 1
+        if tag == "main" or a.get("role") == "main":
+            self.main += 1
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+        if tag == "img" and a.get("src"):
+            self.images.append(a["src"])
+        if tag == "object" and a.get("data"):
+            self.images.append(a["data"])
+
+
+def find_chromium(explicit: Optional[str]) -> Optional[str]:
+    for name in ([explicit] if explicit else ["chromium", "chromium-browser", "google-chrome"]):
+        path = shutil.which(name) if name else None
+        if path:
+            return path
+    return None
+
+
+def chromium(binary: str, profile: str, args: List[str], url: str) -> subprocess.CompletedProcess:
+    # --no-sandbox: CI runs as root, where Chromium refuses its sandbox. A profile of our own per run.
+    cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+           "--no-first-run", "--disable-extensions", "--disable-background-networking", f"--user-data-dir={profile}",
+           "--virtual-time-budget=5000", *args, url]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def site_pages(html_dir: str) -> List[str]:
+    pages = []
+    for folder, dirs, files in os.walk(html_dir):
+        rel = os.path.relpath(folder, html_dir)
+        dirs[:] = [d for d in dirs if not (rel == "." and d in SKIP_DIRS)]
+        pages += [os.path.normpath(os.path.join(rel, f)).replace(os.sep, "/") for f in files if f.endswith(".html")]
+    return sorted(pages)
+
+
+def is_image(path: str) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(512)
+    return (head.startswith(b"\x89PNG") or head.startswith(b"\xff\xd8") or head.startswith(b"GIF8")
+            or b"<svg" in head or b"<?xml" in head)
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("html_dir", nargs="?", default=os.path.join(ROOT, "docs", "_build", "html"))
+    parser.add_argument("--screenshots", default=os.path.join(ROOT, "docs", "_build", "screenshots"))
+    parser.add_argument("--chromium", default=None, help="the browser binary (default: chromium on PATH)")
+    args = parser.parse_args(argv)
+    html_dir = os.path.abspath(args.html_dir)
+    if not os.path.isfile(os.path.join(html_dir, "index.html")):
+        print(f"check_docs: no built site at {html_dir} (run sphinx-build first)", file=sys.stderr)
+        return 1
+    binary = find_chromium(args.chromium)
+    if binary is None:
+        print("check_docs: chromium is not installed (Debian: apt-get install chromium)", file=sys.stderr)
+        return 2
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(Recorder, directory=html_dir))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    problems: List[str] = []
+    doms: Dict[str, DomReader] = {}
+    pages = site_pages(html_dir)
+    missing_main = [p for p in MAIN_PAGES if p not in pages]
+    problems += [f"{p}: main page missing from the build" for p in missing_main]
+    os.makedirs(args.screenshots, exist_ok=True)
+    profile = tempfile.mkdtemp(prefix="check_docs_chromium_")
+    try:
+        for page in pages:
+            url = base + page
+            try:
+                urllib.request.urlopen(url, timeout=30).read()
+            except urllib.error.URLError as e:
+                problems.append(f"{page}: does not load over HTTP ({e})")
+                continue
+            with Recorder.lock:
+                Recorder.requests.clear()
+            run = chromium(binary, profile, ["--dump-dom"], url)
+            with Recorder.lock:
+                failed = [(path, code) for path, code in Recorder.requests if code >= 400]
+            dom = DomReader()
+            dom.feed(run.stdout)
+            doms[page] = dom
+            # The search page has no heading; every other page has its title as one.
+            if run.returncode != 0 or dom.main == 0 or (dom.headings == 0 and page != "search.html"):
+                problems.append(f"{page}: did not render in Chromium (exit {run.returncode}, main {dom.main}, "
+                                f"{dom.headings} headings; {run.stderr.strip()[-300:]})")
+            for path, code in failed:
+                if path == "/favicon.ico":  # asked for by the browser itself; a Sphinx site need not have one
+                    continue
+                problems.append(f"{page}: the browser's request for {path} got HTTP {code}")
+            if page in MAIN_PAGES:
+                shot = os.path.join(args.screenshots, page.replace("/", "_").replace(".html", ".png"))
+                run = chromium(binary, profile, [f"--screenshot={shot}", "--window-size=1280,1600"], url)
+                if run.returncode != 0 or not os.path.isfile(shot) or os.path.getsize(shot) == 0:
+                    problems.append(f"{page}: no screenshot (exit {run.returncode}: {run.stderr.strip()[-300:]})")
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+        server.shutdown()
+
+    # Links and images of the rendered pages, resolved against the files of the site.
+    ids_of: Dict[str, Set[str]] = {page: dom.ids for page, dom in doms.items()}
+    links = images = 0
+    for page, dom in doms.items():
+        for ref in dom.images:
+            target = urllib.parse.urlsplit(urllib.parse.urljoin(base + page, ref))
+            if not (target.scheme + "://" + target.netloc + "/") == base:
+                continue
+            images += 1
+            path = os.path.join(html_dir, urllib.parse.unquote(target.path.lstrip("/")))
+            if not os.path.isfile(path) or os.path.getsize(path) == 0 or not is_image(path):
+                problems.append(f"{page}: missing image {ref}")
+        for ref in dom.links:
+            if ref.startswith(("mailto:", "javascript:")):
+                continue
+            target = urllib.parse.urlsplit(urllib.parse.urljoin(base + page, ref))
+            if target.scheme + "://" + target.netloc + "/" != base:
+                continue  # external: not followed
+            links += 1
+            rel = urllib.parse.unquote(target.path.lstrip("/")) or "index.html"
+            if rel.endswith("/"):
+                rel += "index.html"
+            if not os.path.exists(os.path.join(html_dir, rel)):
+                problems.append(f"{page}: broken link {ref} (no {rel})")
+                continue
+            if target.fragment and rel.endswith(".html"):
+                if rel not in ids_of:
+                    reader = DomReader()
+                    with open(os.path.join(html_dir, rel), encoding="utf-8") as f:
+                        reader.feed(f.read())
+                    ids_of[rel] = reader.ids
+                if urllib.parse.unquote(target.fragment) not in ids_of[rel]:
+                    problems.append(f"{page}: broken link {ref} (no id '{target.fragment}' in {rel})")
+
+    for problem in problems:
+        print(f"check_docs: {problem}", file=sys.stderr)
+    shots = len([p for p in MAIN_PAGES if p in doms])
+    print(f"check_docs: {len(doms)} pages rendered in {os.path.basename(binary)}, {links} internal links and "
+          f"{images} images checked, {shots} screenshots in {args.screenshots}: "
+          f"{'FAILED, ' + str(len(problems)) + ' problems' if problems else 'ok'}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
