@@ -1,36 +1,138 @@
-"""The README's consumer snippets marked `<!-- quoted from PATH -->` are verbatim excerpts of PATH, so they stay
-real code (complete where the README says so) as the examples change."""
+"""The snippets of README.md and of the documentation (docs/) are the code itself, so they stay real as the code
+changes:
+
+- README's snippets marked `<!-- quoted from PATH -->` are verbatim excerpts of PATH (the examples, or the
+  snippet files under docs/snippets/ that the docs include), and the Python ones run and print what they say;
+- every `literalinclude` and `include` of the docs names a file that exists, and its start/end markers are
+  still in that file (sphinx-build -W fails on them too; this checks without Sphinx installed);
+- README keeps its two commands (set up + main job; the tests), which `.ci/run` runs, and the docs command.
+"""
+import importlib.util
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(REPO, "docs")
 QUOTE = re.compile(r"<!-- quoted from (\S+) -->\n```\w*\n(.*?)\n```", re.S)
+# ```{literalinclude} PATH / ```{include} PATH, then ":option: value" lines.
+DIRECTIVE = re.compile(r"^```\{(literalinclude|include)\}\s+(\S+)\n((?::[\w-]+:.*\n)*)", re.M)
+MARKERS = ("start-at", "start-after", "end-before", "end-at")
+SNIPPETS = ("docs/snippets/check.py", "docs/snippets/tvm_ffi_call.py")
+
+
+def read(path):
+    with open(os.path.join(REPO, path)) as f:
+        return f.read()
 
 
 def quotes():
-    with open(os.path.join(REPO, "README.md")) as f:
-        return QUOTE.findall(f.read())
+    return QUOTE.findall(read("README.md"))
 
 
-def test_readme_has_a_quoted_snippet_per_flavour():
+def doc_pages():
+    for folder, dirs, files in os.walk(DOCS):
+        dirs[:] = [d for d in dirs if d != "_build"]
+        for name in sorted(files):
+            if name.endswith(".md"):
+                yield os.path.join(folder, name)
+
+
+def directives():
+    """(page, kind, target path relative to the repo, {option: value}) of every include in the docs."""
+    found = []
+    for page in doc_pages():
+        with open(page) as f:
+            text = f.read()
+        for kind, target, options in DIRECTIVE.findall(text):
+            opts = {}
+            for line in options.splitlines():
+                key, _, value = line[1:].partition(":")
+                value = value.strip()
+                if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                    value = value[1:-1]
+                opts[key] = value
+            path = os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(page), target)), REPO)
+            found.append((os.path.relpath(page, REPO), kind, path, opts))
+    return found
+
+
+def test_readme_quotes_the_three_snippets():
     paths = {path for path, _ in quotes()}
-    assert {"examples/axpy_kernels/axpy_kernels.cpp", "examples/axpy_pybind11/axpy_pybind11.cpp",
-            "examples/axpy_compile/axpy_compile/ops.py",
-            "examples/axpy_nanobind/axpy_nanobind.cpp", "examples/axpy_nanobind/CMakeLists.txt"} <= paths
+    assert set(SNIPPETS) | {"examples/axpy_pybind11/axpy_pybind11.cpp"} <= paths
 
 
 @pytest.mark.parametrize("path,snippet", quotes(), ids=[p for p, _ in quotes()])
 def test_quoted_snippet_is_verbatim(path, snippet):
-    with open(os.path.join(REPO, path)) as f:
-        source = f.read()
-    assert snippet in source, f"README snippet is not (or no longer) a verbatim excerpt of {path}"
+    assert snippet in read(path), f"README snippet is not (or no longer) a verbatim excerpt of {path}"
 
 
-def test_complete_quotes_are_whole_files():
-    # The README says these are the whole file: the pybind11 example source and its setup.py.
+def test_python_snippets_are_quoted_whole():
     for path, snippet in quotes():
-        if path in ("examples/axpy_pybind11/axpy_pybind11.cpp", "examples/axpy_pybind11/setup.py"):
-            with open(os.path.join(REPO, path)) as f:
-                assert snippet == f.read().rstrip("\n")
+        if path in SNIPPETS:
+            assert snippet == read(path).rstrip("\n"), f"README quotes only part of {path}"
+
+
+def run_snippet(path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TORCH_DLPACK_BRIDGE_PREFER", "TORCH_DLPACK_BRIDGE_AUTOLOAD")}
+    return subprocess.run([sys.executable, os.path.join(REPO, path)], capture_output=True, text=True, env=env,
+                          cwd=os.path.dirname(os.path.join(REPO, path)), timeout=300)
+
+
+def test_check_snippet_prints_what_it_says():
+    source = read("docs/snippets/check.py")
+    promised = re.search(r"^# (\{.*\})$", source, re.M).group(1)
+    run = run_snippet("docs/snippets/check.py")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == promised
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tvm_ffi") is None, reason="apache-tvm-ffi is not installed")
+def test_tvm_ffi_snippet_runs():
+    run = run_snippet("docs/snippets/tvm_ffi_call.py")
+    assert run.returncode == 0, run.stderr
+
+
+def test_docs_include_each_flavour_from_the_examples():
+    included = {path for _, kind, path, _ in directives() if kind == "literalinclude"}
+    assert set(SNIPPETS) | {
+        "examples/axpy_kernels/axpy_kernels.cpp", "examples/axpy_pybind11/axpy_pybind11.cpp",
+        "examples/axpy_pybind11/setup.py", "examples/axpy_compile/axpy_compile/ops.py",
+        "examples/axpy_nanobind/axpy_nanobind.cpp", "examples/axpy_nanobind/CMakeLists.txt",
+    } <= included
+    # The kernel author's guide shows the whole pybind11 example, not an excerpt.
+    assert any(page == "docs/guides/kernel-authors.md" and path == "examples/axpy_pybind11/axpy_pybind11.cpp"
+               and not set(opts) & {*MARKERS, "lines", "pyobject"} for page, _, path, opts in directives())
+
+
+def test_docs_include_the_results_and_the_matrix_not_copies():
+    included = {path for _, _, path, _ in directives()}
+    assert {"benchmarks/RESULTS.md", "benchmarks/STARTUP.md", "scripts/wheel_matrix.md"} <= included
+
+
+@pytest.mark.parametrize("page,kind,path,opts", [d for d in directives() if not d[2].startswith("docs/_build")],
+                         ids=[f"{d[0]}:{d[2]}" for d in directives() if not d[2].startswith("docs/_build")])
+def test_docs_include_exists_and_its_markers_match(page, kind, path, opts):
+    assert os.path.isfile(os.path.join(REPO, path)), f"{page} includes {path}, which does not exist"
+    text = read(path)
+    position = 0
+    for marker in MARKERS:
+        if marker in opts:
+            found = text.find(opts[marker], position)
+            assert found >= 0, f"{page}: :{marker}: {opts[marker]!r} is not in {path} (after the start)"
+            position = found
+
+
+def test_readme_keeps_its_commands_and_ci_runs_them():
+    readme = read("README.md")
+    setup = ("python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 ")
+    assert setup in readme and "pip install --no-build-isolation -e . && python -m torch_dlpack_bridge" in readme
+    assert "\npython -m pytest tests -q\n" in readme
+    assert "sphinx-build -W --keep-going docs docs/_build/html" in readme
+    ci = read(".ci/run")
+    assert "\npython -m pytest tests -q\n" in ci
+    assert "sphinx-build -W --keep-going" in ci and "scripts/check_docs.py" in ci
