@@ -158,7 +158,7 @@ def test_producers_byte_offset_is_honoured(ext):
     ("axpy_", (1.0, torch.ones(3), torch.ones(4)), ValueError, r"argument 'y': expected shape \[3\] \(the shape of 'x'\)"),
     ("axpy_", (1.0, torch.ones(3), torch.ones(6)[::2]), ValueError, "^argument 'y': expected a contiguous tensor"),
     ("axpy_", (1.0, torch.ones(3), "read_only"), ValueError, "^argument 'y': is read-only$"),
-    ("axpy_", (1.0, torch.ones(2, device="meta"), torch.ones(2)), BufferError, "^argument 'tensor': .*meta"),
+    ("axpy_", (1.0, torch.ones(2, device="meta"), torch.ones(2)), BufferError, "^argument 'x': .*meta"),
     ("sum", (torch.ones(2, dtype=torch.float16),), TypeError, "^argument 'x': expected dtype float32, got float16$"),
     ("sum", (torch.ones(2, dtype=torch.complex64).conj(),), BufferError, "^argument 'tensor': "),
     ("scaled_copy", (1.0, np.ones(2)), TypeError, "^argument 'x': expected dtype float32, got float64$"),

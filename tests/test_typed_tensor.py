@@ -247,8 +247,7 @@ def test_device_type(m):
 def test_writability(m):
     ro = read_only_array()
     assert m.writable(torch.ones(2)) is False and m.writable(np.ones(2, dtype=np.float32)) is False
-    with pytest.raises(ValueError, match=r"^argument 'tensor': is read-only, expected a writable tensor \(declare "
-                                         r"the element type const, or tdb::ro, to accept it\)$"):
+    with pytest.raises(ValueError, match=r"^argument 'tensor': is read-only$"):
         m.writable(ro)
     assert m.const_elements(ro) is True and m.const_elements(torch.ones(2)) is False
     assert m.ro_any_dtype(ro) is True and m.ro_any_dtype(torch.ones(2, dtype=torch.int8)) is False

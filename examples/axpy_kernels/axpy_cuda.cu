@@ -1,5 +1,6 @@
 // axpy_cuda: the CUDA version of axpy_kernels.axpy_, taking torch CUDA tensors through
-// torch_dlpack_bridge/consumer.h. Build with `make cuda` (nvcc; no torch include or link).
+// torch_dlpack_bridge/tensor.h (typed parameters over consumer.h). Build with `make cuda` (nvcc; no torch
+// include or link). The kernel takes the tensors' accessors by value (tdb::StridedView, tdb::ContiguousView).
 //
 //   axpy_(a, x, y)   y = a*x + y in place; 1-D float32 CUDA vectors on the same device, x any stride,
 //                    y contiguous. Runs asynchronously on the producer's current stream
@@ -8,13 +9,19 @@
 
 #include <string>
 
-#include "torch_dlpack_bridge/consumer.h"
+#include "torch_dlpack_bridge/tensor.h"
 
 namespace {
 
-__global__ void axpy_kernel(int64_t n, float a, const float* x, int64_t incx, float* y) {
+// What the kernel accepts: 1-D float32 CUDA vectors, x read with any stride, y written and dense.
+using Vector = tdb::Tensor<const float, tdb::ndim<1>, tdb::device::cuda>;
+using DenseVector = tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cuda>;
+
+// x(i) multiplies i by x's stride; y(i) indexes the dense y directly. Both views are plain values.
+__global__ void axpy_kernel(float a, tdb::StridedView<const float, 1> x, tdb::ContiguousView<float, 1> y) {
+  const int64_t n = y.size(0);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    y[i] += a * x[i * incx];
+    y(i) += a * x(i);
 }
 
 void check_cuda(cudaError_t err, const char* what) {
@@ -40,24 +47,17 @@ PyObject* axpy_(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (nargs != 3) throw tdb::Error(PyExc_TypeError, "axpy_() takes 3 arguments (a, x, y)");
     const double a = PyFloat_AsDouble(args[0]);
     if (a == -1.0 && PyErr_Occurred()) throw tdb::Error::pending();
-    tdb::TensorView x(args[1], "x");
-    tdb::TensorView y(args[2], "y");
-    for (const tdb::TensorView* v : {&x, &y}) {
-      tdb::check_device(*v, kDLCUDA);
-      tdb::check_dtype(*v, tdb::kFloat32);
-      tdb::check_ndim(*v, 1);
-    }
+    Vector x(args[1], "x");  // checked: "argument 'x': expected a cuda tensor, got cpu", ...
+    DenseVector y(args[2], "y");
     tdb::check_same_device(x, y);
     tdb::check_same_shape(x, y);
-    tdb::check_contiguous(y);
     const int64_t n = y.size(0);
     if (n > 0) {
       DeviceScope scope(y.device().device_id);
       cudaStream_t stream = static_cast<cudaStream_t>(tdb::current_stream(y.api(), y.device()));
       const int threads = 256;
       const int64_t blocks = (n + threads - 1) / threads < 4096 ? (n + threads - 1) / threads : 4096;
-      axpy_kernel<<<static_cast<int>(blocks), threads, 0, stream>>>(n, static_cast<float>(a), x.data<float>(),
-                                                                      x.stride(0), y.data<float>());
+      axpy_kernel<<<static_cast<int>(blocks), threads, 0, stream>>>(static_cast<float>(a), x.view(), y.view());
       check_cuda(cudaGetLastError(), "axpy_kernel launch");
     }
     Py_INCREF(args[2]);

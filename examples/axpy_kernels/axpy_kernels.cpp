@@ -1,14 +1,20 @@
 // axpy_kernels: CPU kernels that take torch tensors (or any DLPack 1.3 producer's tensors) through
-// torch_dlpack_bridge/consumer.h. No torch headers, no torch link: only Python.h and the DLPack table.
+// torch_dlpack_bridge/tensor.h (typed parameters over consumer.h). No torch headers, no torch link: only
+// Python.h and the DLPack table.
 //
 //   axpy_(a, x, y)    y = a*x + y in place; 1-D float32 CPU vectors of equal length. Like BLAS axpy,
 //                     x may have any stride (even negative or zero); y must be contiguous. Returns y.
 //                     x may be y itself; x must not otherwise overlap y.
 //   scaled_copy(a, x) a new contiguous float32 tensor a*x, any shape and strides of x, allocated by
 //                     x's producer (a torch.Tensor for a torch.Tensor x).
-#include "torch_dlpack_bridge/consumer.h"
+#include "torch_dlpack_bridge/tensor.h"
 
 namespace {
+
+// What the kernels accept, declared once: the constructors check it and name the argument in any error.
+using Vector = tdb::Tensor<const float, tdb::ndim<1>, tdb::device::cpu>;                // any stride, read
+using DenseVector = tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>;  // written in place
+using AnyShape = tdb::Tensor<const float, tdb::device::cpu>;                            // any rank and strides
 
 // A real number argument named `name`, or TypeError naming it.
 float real_arg(PyObject* obj, const char* name) {
@@ -31,20 +37,12 @@ PyObject* axpy_(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return tdb::guard([&]() -> PyObject* {
     check_nargs("axpy_", nargs, 3);
     const float a = real_arg(args[0], "a");
-    tdb::TensorView x(args[1], "x");  // borrowed views: valid during this call
-    tdb::TensorView y(args[2], "y");
-    for (const tdb::TensorView* v : {&x, &y}) {
-      tdb::check_device(*v, kDLCPU);
-      tdb::check_dtype(*v, tdb::kFloat32);
-      tdb::check_ndim(*v, 1);
-    }
+    Vector x(args[1], "x");  // borrowed views, checked: valid during this call
+    DenseVector y(args[2], "y");
     tdb::check_same_shape(x, y);
-    tdb::check_contiguous(y);
-    tdb::check_writable(y);
-    const int64_t n = y.size(0), incx = x.stride(0);
-    const float* xp = x.data<float>();
-    float* yp = y.data<float>();
-    for (int64_t i = 0; i < n; ++i) yp[i] += a * xp[i * incx];
+    const auto xv = x.view();  // tdb::StridedView<const float, 1>: xv(i) is xp[i * stride]
+    const auto yv = y.view();  // tdb::ContiguousView<float, 1>: yv(i) is yp[i]
+    for (int64_t i = 0, n = yv.size(0); i < n; ++i) yv(i) += a * xv(i);
     Py_INCREF(args[2]);
     return args[2];
   });
@@ -54,11 +52,9 @@ PyObject* scaled_copy(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return tdb::guard([&]() -> PyObject* {
     check_nargs("scaled_copy", nargs, 2);
     const float a = real_arg(args[0], "a");
-    tdb::TensorView x(args[1], "x");
-    tdb::check_device(x, kDLCPU);
-    tdb::check_dtype(x, tdb::kFloat32);
+    AnyShape x(args[1], "x");
     tdb::ManagedTensor out = tdb::allocate_like(x);  // owned here until to_python()
-    const float* xp = x.data<float>();
+    const float* xp = x.data();
     float* op = tdb::data_ptr<float>(out.dl());
     tdb::for_each_offset(x.dl(), [&](int64_t i, int64_t off) { op[i] = a * xp[off]; });
     return out.to_python();  // ownership goes to the new Python tensor

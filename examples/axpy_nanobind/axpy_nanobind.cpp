@@ -13,29 +13,25 @@
 
 namespace nb = nanobind;
 
-void axpy_(float a, tdb::TensorView x, tdb::TensorView y) {
-  x.set_name("x");  // names used in error messages: "argument 'x': expected dtype float32, got float64"
-  y.set_name("y");
-  for (const tdb::TensorView* v : {&x, &y}) {
-    tdb::check_device(*v, kDLCPU);
-    tdb::check_dtype(*v, tdb::kFloat32);
-    tdb::check_ndim(*v, 1);
-  }
-  tdb::check_same_shape(x, y);
-  tdb::check_contiguous(y);
-  tdb::check_writable(y);
-  const int64_t n = y.size(0), incx = x.stride(0);
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  for (int64_t i = 0; i < n; ++i) yp[i] += a * xp[i * incx];
+// Typed parameters (torch_dlpack_bridge/tensor.h): the caster checks what each kernel accepts before the call,
+// naming the argument in errors ("argument 'x': expected dtype float32, got float64"); tdb::named gives it the
+// name, which a caster cannot know otherwise.
+static constexpr char kX[] = "x";
+static constexpr char kY[] = "y";
+using Vector = tdb::Tensor<const float, tdb::ndim<1>, tdb::device::cpu, tdb::named<kX>>;  // read, any stride
+using DenseVector = tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu, tdb::named<kY>>;  // written
+using AnyShape = tdb::Tensor<const float, tdb::device::cpu, tdb::named<kX>>;  // any rank and strides
+
+void axpy_(float a, Vector x, DenseVector y) {
+  tdb::check_same_shape(x, y);  // relations between arguments stay explicit
+  const auto xv = x.view();     // tdb::StridedView<const float, 1>: xv(i) is x's data[i * stride]
+  const auto yv = y.view();     // tdb::ContiguousView<float, 1>: yv(i) is y's data[i]
+  for (int64_t i = 0, n = yv.size(0); i < n; ++i) yv(i) += a * xv(i);
 }
 
-tdb::ManagedTensor scaled_copy(float a, tdb::TensorView x) {
-  x.set_name("x");
-  tdb::check_device(x, kDLCPU);
-  tdb::check_dtype(x, tdb::kFloat32);
+tdb::ManagedTensor scaled_copy(float a, AnyShape x) {
   tdb::ManagedTensor out = tdb::allocate_like(x);  // owned here; the caster hands it to x's producer
-  const float* xp = x.data<float>();
+  const float* xp = x.data();
   float* op = tdb::data_ptr<float>(out.dl());
   tdb::for_each_offset(x.dl(), [&](int64_t i, int64_t off) { op[i] = a * xp[off]; });
   return out;

@@ -672,9 +672,8 @@ class Tensor : public TensorView {
                                           shape_str(t.ndim, t.strides) + " for shape " + shape_str(t.ndim, t.shape));
     }
     if constexpr (!ReadOnly) {
-      if (v.read_only())
-        throw Error(PyExc_ValueError, detail::arg(name) + "is read-only, expected a writable tensor (declare the "
-                                                          "element type const, or tdb::ro, to accept it)");
+      // As check_writable() says it; a parameter that only reads declares a const element type (or tdb::ro).
+      if (v.read_only()) throw Error(PyExc_ValueError, detail::arg(name) + "is read-only");
     }
     throw Error(PyExc_RuntimeError, detail::arg(name) + "violates " + describe());  // not reached
   }
