@@ -185,7 +185,9 @@ def test_producer_refusal_keeps_the_producers_exception_as_cause(ext):
 def test_non_tensor_gives_the_signature_type_error(ext, bad):
     with pytest.raises(TypeError, match=r"incompatible function arguments") as info:
         ext.axpy_(1.0, bad, torch.ones(2))
-    assert "x: tensor, y: tensor" in str(info.value)  # the accepted signature is listed
+    # the accepted signature is listed, with the typed parameters' constraints (tdb::Tensor<...>)
+    assert ("x: tensor[dtype=float32, shape=(*), device='cpu', writable=False], "
+            "y: tensor[dtype=float32, shape=(*), order='C', device='cpu']") in str(info.value)
     with pytest.raises(TypeError, match=r"sum\(\): incompatible function arguments"):
         ext.sum(bad)
 

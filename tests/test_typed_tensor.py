@@ -278,6 +278,21 @@ def test_checks_report_the_first_violation_in_order(m, x, exc, msg):
         m.all_of_them(x)
 
 
+def test_signatures_show_the_constraints(m):
+    # nanobind's ndarray style, in docstrings and in the overload error's list.
+    assert "(arg0: tensor[dtype=float32]" in m.f32.__doc__.replace("arg: ", "arg0: ")
+    doc = m.all_of_them.__doc__
+    assert "tensor[dtype=float32, shape=(*, 3), order='C', device='cpu']" in doc
+    assert "tensor[dtype=float32, shape=(), writable=False]" in m.rank0.__doc__
+    assert "tensor[dtype=float4_e2m1fn_x2]" in m.f4e2m1fn_x2.__doc__
+    assert "tensor[dtype=bfloat16, shape=(*), writable=False]" in m.dtype.__doc__
+    assert "tensor[dtype=float32, shape=(*, *), order='C', writable=False]" in m.order.__doc__
+    assert "(arg0: tensor" in m.any_dtype.__doc__.replace("arg: ", "arg0: ") and "tensor[" not in m.any_dtype.__doc__
+    with pytest.raises(TypeError, match=r"incompatible function arguments") as info:
+        m.rank("not a tensor")
+    assert "tensor[dtype=float32, shape=(*, 3), writable=False]" in str(info.value)
+
+
 def test_describe(m):
     assert m.describe() == ("float32, shape [-1, 3], c_contig, device cuda, read-only | "
                             "bfloat16, 2 dimension(s), f_contig, writable | any dtype, writable")

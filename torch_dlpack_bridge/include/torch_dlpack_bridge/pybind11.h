@@ -12,6 +12,13 @@
  *    Its name in error messages is "tensor": call `x.set_name("x")` to name it.
  *  - `tdb::ManagedTensor` (by value): an owning export (managed_tensor_from_py_object_no_sync or
  *    `__dlpack__`); the function owns it and its deleter runs when it is dropped.
+ *  - `tdb::Tensor<float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cuda>` (typed parameters,
+ *    torch_dlpack_bridge/tensor.h, included here; by value, `const&` or `&`): a TensorView whose dtype, rank,
+ *    fixed sizes, memory order, device type and writability the caster checks, one compare each. A tensor
+ *    that violates them makes an overloaded function try its next overload in the no-conversion pass
+ *    (`f<float>` and `f<double>` under one name dispatch by dtype; rank, device, ... likewise); the converting
+ *    pass, or a single overload, raises the first violation, e.g. "argument 'x': expected dtype float32, got
+ *    float64" (named "tensor" unless the type has `tdb::named<...>`), as it raises producer refusals (below).
  *  An argument that is neither a table-publishing tensor nor a `__dlpack__` object (a class, such as
  *  `torch.Tensor` itself, never is) makes pybind11 try the next overload and finally raise its TypeError
  *  listing the accepted signatures.
@@ -167,7 +174,8 @@ class type_caster<tdb::Tensor<Ts...>> {
   using Value = tdb::Tensor<Ts...>;
 
  public:
-  static constexpr auto name = const_name("tensor");
+  /*! \brief e.g. "tensor[dtype=float32, shape=(*, 3), order='C', device='cuda']" in signatures and errors. */
+  static constexpr auto name = const_name(tdb::detail::Signature<Ts...>::value.text);
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
 

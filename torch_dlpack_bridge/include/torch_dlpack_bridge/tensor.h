@@ -433,6 +433,7 @@ template <class Shape>
 struct fixed_sizes {
   static bool ok(const int64_t*) { return true; }
   static void check(const DLTensor&, const char*) {}
+  static constexpr int64_t size_at(int) { return -1; }  // ndim<N>: every size is free
 };
 template <int64_t... S>
 struct fixed_sizes<shape<S...>> {
@@ -445,6 +446,10 @@ struct fixed_sizes<shape<S...>> {
   static std::string text() {
     const int64_t sizes[] = {S..., 0};
     return shape_str(static_cast<int32_t>(sizeof...(S)), sizes);
+  }
+  static constexpr int64_t size_at(int i) {
+    const int64_t sizes[] = {S..., 0};
+    return sizes[i];
   }
 };
 
@@ -509,6 +514,144 @@ template <class Spec>
 struct spec_dtype<Spec, true> {
   static constexpr DLDataType value = dtype_traits<std::remove_const_t<typename Spec::Element>>::value;
   static constexpr uint32_t key = dtype_key(value);
+};
+
+/*! \brief The dtype's name in signatures (compile time): "float32", "bfloat16", "float8_e4m3fn", ... */
+constexpr const char* signature_dtype(DLDataType t) {
+  if (t.lanes == 2 && t.code == kDLFloat4_e2m1fn && t.bits == 4) return "float4_e2m1fn_x2";
+  if (t.lanes != 1) return "dtype";
+  switch (t.code) {
+    case kDLInt:
+      return t.bits == 8 ? "int8" : t.bits == 16 ? "int16" : t.bits == 32 ? "int32" : t.bits == 64 ? "int64" : "int";
+    case kDLUInt:
+      return t.bits == 8    ? "uint8"
+             : t.bits == 16 ? "uint16"
+             : t.bits == 32 ? "uint32"
+             : t.bits == 64 ? "uint64"
+                            : "uint";
+    case kDLFloat: return t.bits == 16 ? "float16" : t.bits == 32 ? "float32" : t.bits == 64 ? "float64" : "float";
+    case kDLBfloat: return "bfloat16";
+    case kDLComplex: return t.bits == 32 ? "complex32" : t.bits == 64 ? "complex64" : t.bits == 128 ? "complex128" : "complex";
+    case kDLBool: return "bool";
+    case kDLFloat8_e3m4: return "float8_e3m4";
+    case kDLFloat8_e4m3: return "float8_e4m3";
+    case kDLFloat8_e4m3b11fnuz: return "float8_e4m3b11fnuz";
+    case kDLFloat8_e4m3fn: return "float8_e4m3fn";
+    case kDLFloat8_e4m3fnuz: return "float8_e4m3fnuz";
+    case kDLFloat8_e5m2: return "float8_e5m2";
+    case kDLFloat8_e5m2fnuz: return "float8_e5m2fnuz";
+    case kDLFloat8_e8m0fnu: return "float8_e8m0fnu";
+    default: return "dtype";
+  }
+}
+/*! \brief The device type's name in signatures (compile time), as device_type_name() says it. */
+constexpr const char* signature_device(int32_t d) {
+  switch (d) {
+    case kDLCPU: return "cpu";
+    case kDLCUDA: return "cuda";
+    case kDLCUDAHost: return "cuda_host";
+    case kDLCUDAManaged: return "cuda_managed";
+    case kDLROCM: return "rocm";
+    case kDLROCMHost: return "rocm_host";
+    case kDLMetal: return "metal";
+    case kDLOneAPI: return "oneapi";
+    case kDLVulkan: return "vulkan";
+    case kDLOpenCL: return "opencl";
+    case kDLExtDev: return "ext_dev";
+    case kDLMAIA: return "maia";
+    default: return "device";
+  }
+}
+/*! \brief Writes (or, with out == nullptr, only counts) the characters of a signature at compile time. */
+struct SignatureWriter {
+  char* out;
+  size_t n;
+  constexpr void put(const char* s) {
+    for (; *s; ++s, ++n)
+      if (out) out[n] = *s;
+  }
+  constexpr void put_size(int64_t v) {
+    if (v < 0) return put("*");
+    char digits[24] = {};
+    int k = 0;
+    do {
+      digits[k++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v > 0);
+    while (k > 0) {
+      const char one[2] = {digits[--k], 0};
+      put(one);
+    }
+  }
+};
+/*!
+ * \brief The parameter's type in Python signatures and overload errors, nanobind's ndarray style:
+ * "tensor[dtype=float32, shape=(*, 3), order='C', device='cuda', writable=False]" ("tensor" with no constraint).
+ */
+template <class Spec>
+constexpr void write_signature(SignatureWriter& w) {
+  w.put("tensor");
+  const bool c = std::is_same<typename Spec::Order, c_contig>::value;
+  const bool f = std::is_same<typename Spec::Order, f_contig>::value;
+  if (!Spec::kHasDtype && Spec::kRank < 0 && !c && !f && Spec::kDevice < 0 && !Spec::kReadOnly) return;
+  const char* sep = "[";
+  if constexpr (Spec::kHasDtype) {
+    w.put(sep);
+    w.put("dtype=");
+    w.put(signature_dtype(dtype_traits<std::remove_const_t<typename Spec::Element>>::value));
+    sep = ", ";
+  }
+  if (Spec::kRank >= 0) {
+    w.put(sep);
+    w.put("shape=(");
+    for (int i = 0; i < Spec::kRank; ++i) {
+      if (i) w.put(", ");
+      w.put_size(fixed_sizes<typename Spec::Shape>::size_at(i));
+    }
+    w.put(")");
+    sep = ", ";
+  }
+  if (c || f) {
+    w.put(sep);
+    w.put(c ? "order='C'" : "order='F'");
+    sep = ", ";
+  }
+  if (Spec::kDevice >= 0) {
+    w.put(sep);
+    w.put("device='");
+    w.put(signature_device(Spec::kDevice));
+    w.put("'");
+    sep = ", ";
+  }
+  if (Spec::kReadOnly) {
+    w.put(sep);
+    w.put("writable=False");
+  }
+  w.put("]");
+}
+template <class Spec>
+constexpr size_t signature_length() {
+  SignatureWriter w{nullptr, 0};
+  write_signature<Spec>(w);
+  return w.n;
+}
+/*! \brief A NUL-terminated compile-time string of exactly N characters (for the casters' const_name). */
+template <size_t N>
+struct SignatureText {
+  char text[N + 1];
+};
+template <class Spec>
+constexpr SignatureText<signature_length<Spec>()> make_signature() {
+  SignatureText<signature_length<Spec>()> s{};
+  SignatureWriter w{s.text, 0};
+  write_signature<Spec>(w);
+  s.text[w.n] = 0;
+  return s;
+}
+/*! \brief `Signature<Ts...>::value.text`: the type of a Tensor<Ts...> parameter in Python signatures. */
+template <class... Ts>
+struct Signature {
+  static constexpr auto value = make_signature<TensorSpec<Ts...>>();
 };
 
 /*! \brief Tag for the casters' constructor that leaves the check to them (see Tensor). */
