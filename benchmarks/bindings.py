@@ -83,6 +83,66 @@ def contenders(mods) -> Dict[str, Tuple[Callable, Callable, Callable]]:
     return out
 
 
+def typed_contenders(mods) -> Dict[str, Tuple[Callable, Callable]]:
+    """Issue 26: name -> (f0, the 8-tensor function). The untyped casters come first (the baselines)."""
+    pb, nb, ext = mods["pybind11"], mods["nanobind"], mods["torch_ext"]
+    return {
+        "pybind11 caster, tdb::TensorView, no checks": (pb.f0, pb.f8),
+        "pybind11 caster, tdb::TensorView + check_* by hand": (pb.f0, pb.checked8),
+        "pybind11 caster, typed tdb::Tensor<float, ndim<1>, c_contig, device::cpu>": (pb.f0, pb.typed8),
+        "nanobind caster, tdb::TensorView, no checks": (nb.f0, nb.f8),
+        "nanobind caster, tdb::TensorView + check_* by hand": (nb.f0, nb.checked8),
+        "nanobind caster, typed tdb::Tensor<float, ndim<1>, c_contig, device::cpu>": (nb.f0, nb.typed8),
+        "nanobind nb::ndarray<float, ndim<1>, c_contig, device::cpu>": (nb.f0, nb.ndc8),
+        "pybind11 torch extension, torch::Tensor + TORCH_CHECK": (ext.f0, ext.checked8),
+    }
+
+
+def measure_typed(mods, rounds: int, calls: int) -> Dict[str, Dict[str, List[float]]]:
+    """ns per call of f0 and of the 8-tensor function, per contender, one entry per round; rotating order."""
+    eight = [torch.ones(4) for _ in range(8)]
+    table = typed_contenders(mods)
+    names = list(table)
+    data: Dict[str, Dict[str, List[float]]] = {n: {"0": [], "8": []} for n in names}
+    g = dict(zip("abcdeghi", eight))
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            f0, f8 = table[name]
+            number = max(1, calls // 20) if "nb::ndarray" in name else calls  # microseconds per tensor
+            data[name]["0"].append(timeit.timeit("f()", number=calls, globals={"f": f0}) / calls * 1e9)
+            t = timeit.timeit("f(a, b, c, d, e, g, h, i)", number=number, globals={"f": f8, **g})
+            data[name]["8"].append(t / number * 1e9)
+    return data
+
+
+def typed_report(typed: Dict[str, Dict[str, List[float]]]) -> List[str]:
+    """The issue 26 subsection: per-tensor cost of declared constraints against the untyped casters."""
+    names = list(typed)
+    ext = names[-1]
+    baseline = {n: names[0] if n.startswith("pybind11 caster") else names[3] for n in names}
+    lines = ["", "### Typed parameters (issue 26): 8 tensors, each float32, 1-D, c_contig, cpu, writable", "",
+             "Per tensor = (8-tensor call - empty call) / 8, the binding library's argument handling included; "
+             "ratios are medians of per-round ratios, measured in the same rounds as each other.", "",
+             "| contender | empty call ns | 8 tensors ns | per tensor ns | per tensor / same library's untyped caster "
+             "| 8 tensors / torch::Tensor + TORCH_CHECK |", "|---|---:|---:|---:|---:|---:|"]
+    for n in names:
+        d = typed[n]
+        base = "-" if n.startswith("pybind11 torch") or "nb::ndarray" in n else \
+            f"{ratio(per_tensor(d, 8), per_tensor(typed[baseline[n]], 8)):.2f}x"
+        lines.append(f"| {n} | {min(d['0']):.0f} | {min(d['8']):,.0f} | {min(per_tensor(d, 8)):.1f} | {base} | "
+                     f"{ratio(d['8'], typed[ext]['8']):.2f}x |")
+    nd = next(n for n in names if "nb::ndarray" in n)
+    lines += ["", f"nb::ndarray per tensor / nanobind typed tdb::Tensor per tensor: "
+                  f"{ratio(per_tensor(typed[nd], 8), per_tensor(typed[names[5]], 8)):.1f}x "
+                  "(nb::ndarray takes torch tensors through `__dlpack__`).", "",
+              "| target (issue 26) | measured | met |", "|---|---:|---|"]
+    for typed_name, untyped_name in ((names[2], names[0]), (names[5], names[3])):
+        r = ratio(per_tensor(typed[typed_name], 8), per_tensor(typed[untyped_name], 8))
+        lines.append(f"| {typed_name.split(',')[0]}: typed per tensor <= 1.1 x untyped caster per tensor | "
+                     f"{r:.2f}x | {'yes' if r <= 1.1 else '**no**'} |")
+    return lines
+
+
 def measure(mods, rounds: int, calls: int) -> Dict[str, Dict[str, List[float]]]:
     """ns per call for each contender and arity, one list entry per round; rounds rotate the order."""
     x, y, z = torch.ones(4), torch.ones(4), torch.ones(4)
@@ -119,7 +179,7 @@ def ratio(a: List[float], b: List[float]) -> float:
     return statistics.median(x / y for x, y in zip(a, b))
 
 
-def report(data, rounds: int, calls: int, elapsed: float) -> str:
+def report(data, rounds: int, calls: int, elapsed: float, typed=None) -> str:
     names = [n for n in data if not n.startswith("_")]
     raw, pb, nb = names[0], names[1], names[2]
     ext, nd = names[3], names[4]
@@ -163,6 +223,8 @@ def report(data, rounds: int, calls: int, elapsed: float) -> str:
     r2 = ratio(per_tensor(data[raw]), dlt)
     row("(same, from Python: raw (3 - empty) / 3 against dltensor_from_py_object_no_sync; includes CPython's "
         "per-argument call cost)", f"{r2:.2f}x", r2 <= 1.5)
+    if typed:
+        lines += typed_report(typed)
     lines.append(END)
     return "\n".join(lines) + "\n"
 
@@ -173,10 +235,11 @@ def section(build_dir: Path, rounds: int = 7, calls: int = 200000) -> str:
     mods = build(build_dir)
     start = time.monotonic()
     data = measure(mods, rounds, calls)
+    typed = measure_typed(mods, rounds, calls)
     out = HERE / "consumers" / f"bindings-torch{torch.__version__.split('+')[0]}.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"torch": torch.__version__, "data": data}, indent=1) + "\n")
-    return report(data, rounds, calls, time.monotonic() - start)
+    out.write_text(json.dumps({"torch": torch.__version__, "data": data, "typed": typed}, indent=1) + "\n")
+    return report(data, rounds, calls, time.monotonic() - start, typed)
 
 
 def write_into(results: Path, text: str, start: str = START, end: str = END) -> None:

@@ -3,6 +3,10 @@
 // f0(), f1(x), f3(x, y, z), f8(a..h): tdb::TensorView arguments; nd1(x), nd3(x, y, z), nd8(a..h): nb::ndarray<>
 // arguments.
 // Each reads every data pointer.
+// Issue 26, 8 tensors each required to be float32, 1-D, row-major contiguous, on the CPU and writable:
+// typed8(a..h) declares it (tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>), checked8(a..h)
+// takes tdb::TensorView and checks by hand with tdb::check_*, ndc8(a..h) declares it with
+// nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>.
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
@@ -15,6 +19,18 @@ namespace {
 volatile uintptr_t g_sink;
 uintptr_t addr(const tdb::TensorView& v) { return reinterpret_cast<uintptr_t>(v.data<char>()); }
 uintptr_t addr(const nb::ndarray<>& a) { return reinterpret_cast<uintptr_t>(a.data()); }
+using Typed = tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>;
+uintptr_t addr(const Typed& t) { return reinterpret_cast<uintptr_t>(t.data()); }
+using Nd = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+uintptr_t addr(const Nd& a) { return reinterpret_cast<uintptr_t>(a.data()); }
+uintptr_t checked(tdb::TensorView& v) {
+  tdb::check_dtype(v, tdb::kFloat32);
+  tdb::check_ndim(v, 1);
+  tdb::check_contiguous(v);
+  tdb::check_device(v, kDLCPU);
+  tdb::check_writable(v);
+  return addr(v);
+}
 }  // namespace
 
 NB_MODULE(bench_nanobind, m) {
@@ -33,6 +49,18 @@ NB_MODULE(bench_nanobind, m) {
   });
   using N = const nb::ndarray<>&;
   m.def("nd8", [](N a, N b, N c, N d, N e, N f, N g, N h) {
+    g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
+  });
+  using T = const Typed&;
+  m.def("typed8", [](T a, T b, T c, T d, T e, T f, T g, T h) {
+    g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
+  });
+  using W = tdb::TensorView&;
+  m.def("checked8", [](W a, W b, W c, W d, W e, W f, W g, W h) {
+    g_sink = checked(a) + checked(b) + checked(c) + checked(d) + checked(e) + checked(f) + checked(g) + checked(h);
+  });
+  using D = const Nd&;
+  m.def("ndc8", [](D a, D b, D c, D d, D e, D f, D g, D h) {
     g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
   });
 }

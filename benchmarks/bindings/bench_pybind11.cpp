@@ -1,5 +1,8 @@
 // bench_pybind11: the pybind11 caster of torch_dlpack_bridge/pybind11.h, for benchmarks/bindings.py.
 // f0(), f1(x), f3(x, y, z), f8(a..h): take tdb::TensorView arguments and read each data pointer.
+// Issue 26, 8 tensors each required to be float32, 1-D, row-major contiguous, on the CPU and writable:
+// typed8(a..h) declares it (tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>), checked8(a..h)
+// takes tdb::TensorView and checks by hand with tdb::check_*.
 #include <cstdint>
 
 #include <torch_dlpack_bridge/pybind11.h>
@@ -7,6 +10,16 @@
 namespace {
 volatile uintptr_t g_sink;
 uintptr_t addr(const tdb::TensorView& v) { return reinterpret_cast<uintptr_t>(v.data<char>()); }
+using Typed = tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>;
+uintptr_t addr(const Typed& t) { return reinterpret_cast<uintptr_t>(t.data()); }
+uintptr_t checked(tdb::TensorView& v) {
+  tdb::check_dtype(v, tdb::kFloat32);
+  tdb::check_ndim(v, 1);
+  tdb::check_contiguous(v);
+  tdb::check_device(v, kDLCPU);
+  tdb::check_writable(v);
+  return addr(v);
+}
 }  // namespace
 
 PYBIND11_MODULE(bench_pybind11, m) {
@@ -18,5 +31,13 @@ PYBIND11_MODULE(bench_pybind11, m) {
   using V = const tdb::TensorView&;
   m.def("f8", [](V a, V b, V c, V d, V e, V f, V g, V h) {
     g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
+  });
+  using T = const Typed&;
+  m.def("typed8", [](T a, T b, T c, T d, T e, T f, T g, T h) {
+    g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
+  });
+  using W = tdb::TensorView&;
+  m.def("checked8", [](W a, W b, W c, W d, W e, W f, W g, W h) {
+    g_sink = checked(a) + checked(b) + checked(c) + checked(d) + checked(e) + checked(f) + checked(g) + checked(h);
   });
 }

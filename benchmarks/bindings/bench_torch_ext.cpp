@@ -1,6 +1,7 @@
 // bench_torch_ext: a pybind11 torch extension taking torch::Tensor (what most kernel authors write),
 // compiled by torch.utils.cpp_extension.load for benchmarks/bindings.py. f0(), f1(x), f3(x, y, z), f8(a..h)
-// read each data pointer.
+// read each data pointer. checked8(a..h) (issue 26) also checks each is float32, 1-D, contiguous and on the CPU,
+// as a torch extension's author writes it (TORCH_CHECK).
 #include <torch/extension.h>
 
 #include <cstdint>
@@ -8,6 +9,13 @@
 namespace {
 volatile uintptr_t g_sink;
 uintptr_t addr(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); }
+uintptr_t checked(const torch::Tensor& t) {
+  TORCH_CHECK(t.scalar_type() == torch::kFloat32, "expected float32");
+  TORCH_CHECK(t.dim() == 1, "expected 1-D");
+  TORCH_CHECK(t.is_contiguous(), "expected contiguous");
+  TORCH_CHECK(t.device().is_cpu(), "expected a CPU tensor");
+  return addr(t);
+}
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -19,5 +27,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using T = const torch::Tensor&;
   m.def("f8", [](T a, T b, T c, T d, T e, T f, T g, T h) {
     g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
+  });
+  m.def("checked8", [](T a, T b, T c, T d, T e, T f, T g, T h) {
+    g_sink = checked(a) + checked(b) + checked(c) + checked(d) + checked(e) + checked(f) + checked(g) + checked(h);
   });
 }
