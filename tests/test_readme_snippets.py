@@ -127,6 +127,19 @@ def test_docs_include_exists_and_its_markers_match(page, kind, path, opts):
             position = found
 
 
+def test_readme_headline_numbers_are_in_the_results():
+    """Every "N ns" and "N.NNx" of README's headline is a cell (or a bold figure) of benchmarks/RESULTS.md, so the
+    front page claims nothing the benchmarks do not produce; rerunning them means updating the headline."""
+    readme = read("README.md")
+    headline = readme[readme.index("Measured on"):readme.index("## Install")]
+    numbers = [n for a, b in re.findall(r"(\d[\d,]*(?:\.\d+)?)(?:-(\d[\d,]*(?:\.\d+)?))? ns", headline) for n in (a, b) if n]
+    numbers += re.findall(r"\d+\.\d+x", headline)
+    assert len(numbers) >= 10, numbers
+    results = read("benchmarks/RESULTS.md")
+    missing = [n for n in numbers if not re.search(rf"(\| |\*\*){re.escape(n)}( \||\*\*)", results)]
+    assert not missing, f"README headline numbers not in benchmarks/RESULTS.md: {missing}"
+
+
 def test_readme_keeps_its_commands_and_ci_runs_them():
     readme = read("README.md")
     setup = ("python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 ")
