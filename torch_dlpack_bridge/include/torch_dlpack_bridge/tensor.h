@@ -458,12 +458,25 @@ constexpr uint32_t dtype_key(DLDataType t) {
   return static_cast<uint32_t>(t.code) | (static_cast<uint32_t>(t.bits) << 8) | (static_cast<uint32_t>(t.lanes) << 16);
 }
 
-/*! \brief Row-major density over `n` dimensions (n is a constant for a declared rank: the loop unrolls). */
-inline bool c_dense(int32_t n, const int64_t* sizes, const int64_t* strides) {
+/*! \brief Row-major density, exactly as tdb::is_contiguous says it (size-1 and empty dimensions). */
+inline bool c_dense_exact(int32_t n, const int64_t* sizes, const int64_t* strides) {
   int64_t expected = 1;
   for (int32_t d = n - 1; d >= 0; --d) {
     if (sizes[d] == 0) return true;
     if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+/*!
+ * \brief Row-major density over `n` dimensions (n is a constant for a declared rank: the loop unrolls). The
+ * common case, every stride the row-major one, costs one compare per dimension; anything else (size-1 or empty
+ * dimensions with other strides) gets the exact test.
+ */
+inline bool c_dense(int32_t n, const int64_t* sizes, const int64_t* strides) {
+  int64_t expected = 1;
+  for (int32_t d = n - 1; d >= 0; --d) {
+    if (strides[d] != expected) return c_dense_exact(n, sizes, strides);
     expected *= sizes[d];
   }
   return true;
