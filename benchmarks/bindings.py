@@ -4,6 +4,7 @@
     python benchmarks/bindings.py            # builds the modules once (CMake + torch.utils.cpp_extension,
                                              # about 2-3 minutes on 2 cores), then measures for ~30 s
     python benchmarks/bindings.py --write    # also puts the section into benchmarks/RESULTS.md
+    python benchmarks/bindings.py --typed-only --write   # only the typed-parameter section (issue 26)
 
 Contenders, each a function f0(), f1(x), f3(x, y, z), f8(a, ..., h) that reads every tensor's data pointer:
 raw consumer.h (METH_FASTCALL, tdb::TensorView), the pybind11 caster (torch_dlpack_bridge/pybind11.h),
@@ -28,6 +29,7 @@ from typing import Callable, Dict, List, Tuple
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "bindings"
 START, END = "<!-- bindings:start -->", "<!-- bindings:end -->"
+TYPED_START, TYPED_END = "<!-- bindings-typed:start -->", "<!-- bindings-typed:end -->"  # issue 26, just after
 
 import torch  # noqa: E402
 
@@ -87,14 +89,14 @@ def typed_contenders(mods) -> Dict[str, Tuple[Callable, Callable]]:
     """Issue 26: name -> (f0, the 8-tensor function). The untyped casters come first (the baselines)."""
     pb, nb, ext = mods["pybind11"], mods["nanobind"], mods["torch_ext"]
     return {
-        "pybind11 caster, tdb::TensorView, no checks": (pb.f0, pb.f8),
-        "pybind11 caster, tdb::TensorView + check_* by hand": (pb.f0, pb.checked8),
-        "pybind11 caster, typed tdb::Tensor<float, ndim<1>, c_contig, device::cpu>": (pb.f0, pb.typed8),
-        "nanobind caster, tdb::TensorView, no checks": (nb.f0, nb.f8),
-        "nanobind caster, tdb::TensorView + check_* by hand": (nb.f0, nb.checked8),
-        "nanobind caster, typed tdb::Tensor<float, ndim<1>, c_contig, device::cpu>": (nb.f0, nb.typed8),
-        "nanobind nb::ndarray<float, ndim<1>, c_contig, device::cpu>": (nb.f0, nb.ndc8),
-        "pybind11 torch extension, torch::Tensor + TORCH_CHECK": (ext.f0, ext.checked8),
+        "pybind11 caster, `tdb::TensorView`, no checks": (pb.f0, pb.f8),
+        "pybind11 caster, `tdb::TensorView` + `check_*` by hand": (pb.f0, pb.checked8),
+        "pybind11 caster, typed `tdb::Tensor<float, ndim<1>, c_contig, device::cpu>`": (pb.f0, pb.typed8),
+        "nanobind caster, `tdb::TensorView`, no checks": (nb.f0, nb.f8),
+        "nanobind caster, `tdb::TensorView` + `check_*` by hand": (nb.f0, nb.checked8),
+        "nanobind caster, typed `tdb::Tensor<float, ndim<1>, c_contig, device::cpu>`": (nb.f0, nb.typed8),
+        "nanobind `nb::ndarray<float, ndim<1>, c_contig, device::cpu>`": (nb.f0, nb.ndc8),
+        "pybind11 torch extension, `torch::Tensor` + `TORCH_CHECK`": (ext.f0, ext.checked8),
     }
 
 
@@ -115,16 +117,21 @@ def measure_typed(mods, rounds: int, calls: int) -> Dict[str, Dict[str, List[flo
     return data
 
 
-def typed_report(typed: Dict[str, Dict[str, List[float]]]) -> List[str]:
-    """The issue 26 subsection: per-tensor cost of declared constraints against the untyped casters."""
+def typed_report(typed: Dict[str, Dict[str, List[float]]], rounds: int, calls: int, elapsed: float) -> str:
+    """The issue 26 section: per-tensor cost of declared constraints against the untyped casters."""
     names = list(typed)
     ext = names[-1]
     baseline = {n: names[0] if n.startswith("pybind11 caster") else names[3] for n in names}
-    lines = ["", "### Typed parameters (issue 26): 8 tensors, each float32, 1-D, c_contig, cpu, writable", "",
-             "Per tensor = (8-tensor call - empty call) / 8, the binding library's argument handling included; "
-             "ratios are medians of per-round ratios, measured in the same rounds as each other.", "",
+    lines = [TYPED_START, "## Typed parameters: 8 tensors, each float32, 1-D, c_contig, cpu, writable "
+             "(benchmarks/bindings.py, issue 26)", "",
+             f"torch {torch.__version__}, Python {sys.version.split()[0]}, this project's table published; every tensor "
+             f"float32 CPU (4,); each function reads every data pointer. Best of {rounds} rounds x {calls} calls "
+             f"(`nb::ndarray`: {max(1, calls // 20)}), contenders in rotating order, measured in {elapsed:.0f} s; load "
+             f"average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs. Per tensor = (8-tensor call - "
+             "empty call) / 8, the binding library's argument handling included; ratios are medians of per-round "
+             "ratios, every contender measured in the same rounds.", "",
              "| contender | empty call ns | 8 tensors ns | per tensor ns | per tensor / same library's untyped caster "
-             "| 8 tensors / torch::Tensor + TORCH_CHECK |", "|---|---:|---:|---:|---:|---:|"]
+             "| 8 tensors / `torch::Tensor` + `TORCH_CHECK` |", "|---|---:|---:|---:|---:|---:|"]
     for n in names:
         d = typed[n]
         base = "-" if n.startswith("pybind11 torch") or "nb::ndarray" in n else \
@@ -132,15 +139,16 @@ def typed_report(typed: Dict[str, Dict[str, List[float]]]) -> List[str]:
         lines.append(f"| {n} | {min(d['0']):.0f} | {min(d['8']):,.0f} | {min(per_tensor(d, 8)):.1f} | {base} | "
                      f"{ratio(d['8'], typed[ext]['8']):.2f}x |")
     nd = next(n for n in names if "nb::ndarray" in n)
-    lines += ["", f"nb::ndarray per tensor / nanobind typed tdb::Tensor per tensor: "
+    lines += ["", f"`nb::ndarray` per tensor / nanobind typed `tdb::Tensor` per tensor: "
                   f"{ratio(per_tensor(typed[nd], 8), per_tensor(typed[names[5]], 8)):.1f}x "
-                  "(nb::ndarray takes torch tensors through `__dlpack__`).", "",
+                  "(`nb::ndarray` takes torch tensors through `__dlpack__`).", "",
               "| target (issue 26) | measured | met |", "|---|---:|---|"]
     for typed_name, untyped_name in ((names[2], names[0]), (names[5], names[3])):
         r = ratio(per_tensor(typed[typed_name], 8), per_tensor(typed[untyped_name], 8))
         lines.append(f"| {typed_name.split(',')[0]}: typed per tensor <= 1.1 x untyped caster per tensor | "
                      f"{r:.2f}x | {'yes' if r <= 1.1 else '**no**'} |")
-    return lines
+    lines.append(TYPED_END)
+    return "\n".join(lines) + "\n"
 
 
 def measure(mods, rounds: int, calls: int) -> Dict[str, Dict[str, List[float]]]:
@@ -179,7 +187,7 @@ def ratio(a: List[float], b: List[float]) -> float:
     return statistics.median(x / y for x, y in zip(a, b))
 
 
-def report(data, rounds: int, calls: int, elapsed: float, typed=None) -> str:
+def report(data, rounds: int, calls: int, elapsed: float) -> str:
     names = [n for n in data if not n.startswith("_")]
     raw, pb, nb = names[0], names[1], names[2]
     ext, nd = names[3], names[4]
@@ -223,8 +231,6 @@ def report(data, rounds: int, calls: int, elapsed: float, typed=None) -> str:
     r2 = ratio(per_tensor(data[raw]), dlt)
     row("(same, from Python: raw (3 - empty) / 3 against dltensor_from_py_object_no_sync; includes CPython's "
         "per-argument call cost)", f"{r2:.2f}x", r2 <= 1.5)
-    if typed:
-        lines += typed_report(typed)
     lines.append(END)
     return "\n".join(lines) + "\n"
 
@@ -235,19 +241,39 @@ def section(build_dir: Path, rounds: int = 7, calls: int = 200000) -> str:
     mods = build(build_dir)
     start = time.monotonic()
     data = measure(mods, rounds, calls)
+    elapsed = time.monotonic() - start
+    text = report(data, rounds, calls, elapsed)
+    save(data=data)
+    return text + "\n" + typed_section(mods, rounds, calls)
+
+
+def typed_section(mods, rounds: int = 7, calls: int = 200000) -> str:
+    """Measures the typed contenders (issue 26) and returns their markdown section."""
+    start = time.monotonic()
     typed = measure_typed(mods, rounds, calls)
+    save(typed=typed)
+    return typed_report(typed, rounds, calls, time.monotonic() - start)
+
+
+def save(**parts) -> None:
+    """Updates benchmarks/consumers/bindings-torch<version>.json with `parts` (data=..., typed=...)."""
     out = HERE / "consumers" / f"bindings-torch{torch.__version__.split('+')[0]}.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"torch": torch.__version__, "data": data, "typed": typed}, indent=1) + "\n")
-    return report(data, rounds, calls, time.monotonic() - start, typed)
+    old = json.loads(out.read_text()) if out.exists() else {}
+    old.update({"torch": torch.__version__, **parts})
+    out.write_text(json.dumps(old, indent=1) + "\n")
 
 
-def write_into(results: Path, text: str, start: str = START, end: str = END) -> None:
+def write_into(results: Path, text: str, start: str = START, end: str = END, after: str = "") -> None:
     """Replaces the section of RESULTS.md between the `start` and `end` markers (the bindings section by
-    default; benchmarks/consumers.py writes its own) or appends it."""
+    default; benchmarks/consumers.py writes its own), or inserts it just after the marker `after` when that is
+    in the file, or appends it."""
     old = results.read_text() if results.exists() else ""
     if start in old and end in old:
         new = old[:old.index(start)] + text.rstrip("\n") + old[old.index(end) + len(end):]
+    elif after and after in old:
+        at = old.index(after) + len(after)
+        new = old[:at] + "\n\n" + text.rstrip("\n") + old[at:]
     else:
         new = old.rstrip("\n") + "\n\n" + text
     results.write_text(new)
@@ -259,11 +285,20 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=200000, help="calls per timeit run")
     parser.add_argument("--build-dir", type=Path, default=SRC / "build")
     parser.add_argument("--write", action="store_true", help="put the section into benchmarks/RESULTS.md")
+    parser.add_argument("--typed-only", action="store_true",
+                        help="measure only the typed-parameter contenders (issue 26) and write only their section")
     args = parser.parse_args()
-    text = section(args.build_dir, args.rounds, args.calls)
+    if args.typed_only:
+        torch_dlpack_bridge.install(prefer="bridge")
+        text = typed_section(build(args.build_dir), args.rounds, args.calls)
+    else:
+        text = section(args.build_dir, args.rounds, args.calls)
     print(text)
     if args.write:
-        write_into(HERE / "RESULTS.md", text)
+        results = HERE / "RESULTS.md"
+        if not args.typed_only:
+            write_into(results, text[:text.index(END) + len(END)])
+        write_into(results, text[text.index(TYPED_START):], TYPED_START, TYPED_END, after=END)
     return 0
 
 

@@ -445,3 +445,18 @@ def test_header_compiles_without_warnings(flavour):
     cmd = base_cmd(flavour) + ["-fsyntax-only", *WARNINGS, "-Wshadow", "-DTDB_MODULE=warnings_check", SOURCE]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
+
+
+def test_accessors_compile_as_device_code_with_nvcc(tmp_path):
+    # tests/typed_tensor_cuda.cu: __global__ kernels taking StridedView/ContiguousView (ranks 0-3, a tag type) by
+    # value, launched from typed parameters. Compiled to PTX (no GPU needed): both kernels must be there.
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not available")
+    out = tmp_path / "typed_tensor_cuda.ptx"
+    cmd = [nvcc, "-std=c++17", "--ptx", f"-I{sysconfig.get_paths()['include']}", f"-I{INCLUDE}",
+           os.path.join(HERE, "typed_tensor_cuda.cu"), "-o", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    entries = [line for line in out.read_text().splitlines() if ".entry" in line]
+    assert len(entries) == 2 and all("StridedView" in e and "ContiguousView" in e for e in entries), entries
