@@ -56,7 +56,7 @@
 #define TDB_HOST_DEVICE
 #endif
 
-// TDB_NOINLINE keeps the error path (string building) out of the callers of the checks.
+/*! \brief Keeps the error path (string building) out of the callers of the checks. */
 #if defined(__GNUC__) || defined(__clang__)
 #define TDB_NOINLINE __attribute__((noinline))
 #else
@@ -253,6 +253,7 @@ class StridedView {
   using value_type = T;                //!< element type (const for read-only tensors)
   static constexpr int rank = N;       //!< number of dimensions
 
+  /*! \brief An empty view (null data); assign a real one before indexing. */
   StridedView() = default;
   /*! \brief A view of `data` with `sizes` and `strides` (N each, copied; strides in elements). */
   TDB_HOST_DEVICE StridedView(T* data, const int64_t* sizes, const int64_t* strides) : data_(data) {
@@ -308,6 +309,7 @@ class ContiguousView {
   using value_type = T;           //!< element type (const for read-only tensors)
   static constexpr int rank = N;  //!< number of dimensions
 
+  /*! \brief An empty view (null data); assign a real one before indexing. */
   ContiguousView() = default;
   /*! \brief A view of the dense row-major array at `data` with `sizes` (N, copied). */
   TDB_HOST_DEVICE ContiguousView(T* data, const int64_t* sizes) : data_(data) {
@@ -710,7 +712,9 @@ class Tensor : public TensorView {
    * TypeError for a non-tensor or a wrong dtype, ValueError for another violated constraint, or the
    * producer's own error. For extension functions written against CPython directly (METH_FASTCALL).
    */
-  TDB_ALWAYS_INLINE Tensor(PyObject* obj, const char* name = Spec::kName) : TensorView(obj, name) { check(*this); }
+  TDB_ALWAYS_INLINE explicit Tensor(PyObject* obj, const char* name = Spec::kName) : TensorView(obj, name) {
+    check(*this);
+  }
   /*! \brief As above with type(obj)'s table already looked up (nullptr: through `obj.__dlpack__()`). */
   TDB_ALWAYS_INLINE Tensor(PyObject* obj, const DLPackExchangeAPI* api, const char* name) : TensorView(obj, api, name) {
     check(*this);
@@ -720,6 +724,7 @@ class Tensor : public TensorView {
   /*! \brief For the binding casters: takes `obj` without checking; they call satisfied_by() / check(). */
   TDB_ALWAYS_INLINE Tensor(detail::unchecked_t, PyObject* obj, const DLPackExchangeAPI* api, const char* name)
       : TensorView(obj, api, name) {}
+  /*! \brief Moves the view (and any owning export it holds), as TensorView does. */
   Tensor(Tensor&&) noexcept = default;
 
   /*! \brief True when `v` satisfies every constraint: one compare per constraint, never throws. */
