@@ -293,6 +293,21 @@ def test_signatures_show_the_constraints(m):
     assert "tensor[dtype=float32, shape=(*, 3), writable=False]" in str(info.value)
 
 
+def test_with_several_bad_arguments_the_first_is_reported(m):
+    bad, good = torch.ones(2, dtype=torch.float64), torch.ones(2)
+    with pytest.raises(TypeError, match="^argument 'x': expected dtype float32, got float64$"):
+        m.two(bad, bad)
+    with pytest.raises(TypeError, match="^argument 'y': expected dtype float32, got float64$"):
+        m.two(good, bad)
+    # Producer refusals of untyped views too: the conj view (first) is reported, not the meta tensor (second).
+    conj, meta = torch.ones(2, dtype=torch.complex64).conj(), torch.ones(2, device="meta")
+    with pytest.raises(BufferError, match="conjugate bit"):
+        m.two_views(conj, meta)
+    with pytest.raises(BufferError, match="meta"):
+        m.two_views(meta, conj)
+    assert m.two(good, good) == 1 and m.two_views(good, good) == 1
+
+
 def test_describe(m):
     assert m.describe() == ("float32, shape [-1, 3], c_contig, device cuda, read-only | "
                             "bfloat16, 2 dimension(s), f_contig, writable | any dtype, writable")

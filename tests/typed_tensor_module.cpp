@@ -32,6 +32,7 @@ using tdb::Tensor;
 namespace {
 
 static constexpr char kX[] = "x";
+static constexpr char kY[] = "y";
 
 // The accessors are plain values: what a CUDA kernel takes by value.
 static_assert(std::is_trivially_copyable<tdb::StridedView<float, 3>>::value, "StridedView is trivially copyable");
@@ -150,6 +151,9 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   m.def("all_of_them", [](Tensor<float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cpu, tdb::named<kX>> x) {
     return x.size(0);
   });
+  // ---- several bad arguments: the first is reported (nanobind asks for values right to left with GCC)
+  m.def("two", [](Tensor<float, tdb::named<kX>> x, Tensor<float, tdb::named<kY>>) { return x.ndim(); });
+  m.def("two_views", [](tdb::TensorView x, tdb::TensorView) { return x.ndim(); });
   m.def("describe", []() {
     return Tensor<const float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cuda>::describe() + " | " +
            Tensor<tdb::bfloat16, tdb::ndim<2>, tdb::f_contig>::describe() + " | " + Tensor<>::describe();

@@ -89,6 +89,62 @@ inline void register_nanobind_error_translator() {
 namespace detail {
 
 /*!
+ * \brief An argument's refusal kept by its caster until the function asks for the value. nanobind loads the
+ * arguments left to right but asks for their values in the compiler's order of evaluation of function arguments
+ * (right to left with GCC), so each call attempt remembers, per thread, which kept refusal came first, and the
+ * first value asked for raises that one: the error names the first bad argument, as with pybind11. The record is
+ * keyed by the call attempt's cleanup list (a stack object) and dropped with the caster that made it; a nested
+ * call made while loading only loses the order (each caster then raises its own refusal).
+ */
+/*! \brief A RuntimeError instance for a failure that set no Python exception (new reference; NULL if none can be made). */
+inline PyObject* make_refusal() {
+  PyErr_SetString(PyExc_RuntimeError, "argument 'tensor': refused without a Python exception");
+  return fetch_exception();
+}
+
+class NanobindKeptError {
+ public:
+  NanobindKeptError() = default;
+  NanobindKeptError(const NanobindKeptError&) = delete;
+  NanobindKeptError& operator=(const NanobindKeptError&) = delete;
+  ~NanobindKeptError() {
+    First& f = first();
+    if (f.kept == this) f = First{};
+    Py_XDECREF(error_);  // casters live inside the call: GIL held
+  }
+  /*! \brief Keeps `error` (a new reference, not NULL) for the call attempt identified by `call`. */
+  void keep(PyObject* error, const void* call) noexcept {
+    error_ = error;
+    First& f = first();
+    if (call && (f.call != call || !f.kept)) f = First{call, this};  // an earlier argument's refusal stays first
+  }
+  /*! \brief True when a refusal is kept. */
+  bool kept() const noexcept { return error_ != nullptr; }
+  /*! \brief Raises the call attempt's first kept refusal (this one when there is no record), as tdb::Error. */
+  [[noreturn]] void raise() {
+    First& f = first();
+    NanobindKeptError* source = (f.kept && f.kept->error_) ? f.kept : this;
+    f = First{};
+    PyObject* e = source->error_;
+    source->error_ = nullptr;
+    restore_exception(e);
+    throw Error::pending();
+  }
+
+ private:
+  struct First {
+    const void* call = nullptr;         // the cleanup list of the call attempt
+    NanobindKeptError* kept = nullptr;  // its first caster that kept a refusal
+  };
+  static First& first() {
+    // Per thread. Modules built without -fvisibility=hidden may share it: harmless, it is keyed by call attempt.
+    static thread_local First f;
+    return f;
+  }
+  PyObject* error_ = nullptr;
+};
+
+/*!
  * \brief The argument caster shared by TensorView and ManagedTensor. nanobind's from_python must not
  * throw, so a producer's refusal is kept aside as a Python exception (owned here) and raised, as a
  * pending tdb::Error, when the function asks for the value (nanobind translates it then).
@@ -105,13 +161,12 @@ class NanobindArg {
   NanobindArg() = default;
   NanobindArg(const NanobindArg&) = delete;
   NanobindArg& operator=(const NanobindArg&) = delete;
-  ~NanobindArg() { Py_XDECREF(error_); }  // casters live inside the call: GIL held
 
   /*!
    * \brief false (next overload) for a non-tensor, and for a refused tensor in the no-conversion pass of an
    * overloaded function; true otherwise, keeping a refusal to raise when the function asks for the value.
    */
-  bool from_python(nanobind::handle src, uint8_t flags, nanobind::detail::cleanup_list*) noexcept {
+  bool from_python(nanobind::handle src, uint8_t flags, nanobind::detail::cleanup_list* cleanup) noexcept {
     register_nanobind_error_translator();
     PyObject* obj = src.ptr();  // (capturing nanobind's handle, a hidden-visibility type, would warn)
     if (!is_dlpack_tensor(obj)) return false;
@@ -126,7 +181,9 @@ class NanobindArg {
       Py_XDECREF(refusal);  // another overload may take it; nanobind calls us again with convert if none does
       return false;
     }
-    error_ = refusal;
+    if (!refusal) refusal = make_refusal();
+    if (!refusal) return false;  // out of memory making the error: nanobind's TypeError instead
+    error_.keep(refusal, cleanup);
     return true;
   }
   explicit operator T*() { return &value(); }
@@ -135,16 +192,11 @@ class NanobindArg {
 
  private:
   T& value() {
-    if (error_) {
-      PyObject* e = error_;
-      error_ = nullptr;
-      restore_exception(e);
-      throw Error::pending();
-    }
+    if (error_.kept()) error_.raise();
     return *value_;
   }
   std::optional<T> value_;
-  PyObject* error_ = nullptr;
+  NanobindKeptError error_;
 };
 
 /*!
@@ -166,10 +218,9 @@ class NanobindTypedArg {
   NanobindTypedArg() = default;
   NanobindTypedArg(const NanobindTypedArg&) = delete;
   NanobindTypedArg& operator=(const NanobindTypedArg&) = delete;
-  ~NanobindTypedArg() { Py_XDECREF(error_); }  // casters live inside the call: GIL held
 
   /*! \brief See the class comment; never throws. */
-  bool from_python(nanobind::handle src, uint8_t flags, nanobind::detail::cleanup_list*) noexcept {
+  bool from_python(nanobind::handle src, uint8_t flags, nanobind::detail::cleanup_list* cleanup) noexcept {
     register_nanobind_error_translator();
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;
@@ -186,8 +237,11 @@ class NanobindTypedArg {
       return false;
     }
     if (ok) guard([this]() -> PyObject* { V::check(*value_); return Py_None; });  // sets the violation
-    error_ = fetch_exception();
+    PyObject* error = fetch_exception();
+    if (!error) error = make_refusal();
     value_.reset();
+    if (!error) return false;  // out of memory making the error: nanobind's TypeError instead
+    error_.keep(error, cleanup);
     return true;
   }
   explicit operator V*() { return &value(); }
@@ -196,16 +250,11 @@ class NanobindTypedArg {
 
  private:
   V& value() {
-    if (error_) {
-      PyObject* e = error_;
-      error_ = nullptr;
-      restore_exception(e);
-      throw Error::pending();
-    }
+    if (error_.kept()) error_.raise();
     return *value_;
   }
   std::optional<V> value_;
-  PyObject* error_ = nullptr;
+  NanobindKeptError error_;
 };
 
 }  // namespace detail
