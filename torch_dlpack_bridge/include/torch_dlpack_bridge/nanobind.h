@@ -108,9 +108,10 @@ class NanobindKeptError {
   NanobindKeptError(const NanobindKeptError&) = delete;
   NanobindKeptError& operator=(const NanobindKeptError&) = delete;
   ~NanobindKeptError() {
+    if (!error_) return;  // the common case: no thread-local access (a record of this one implies an error)
     First& f = first();
     if (f.kept == this) f = First{};
-    Py_XDECREF(error_);  // casters live inside the call: GIL held
+    Py_DECREF(error_);  // casters live inside the call: GIL held
   }
   /*! \brief Keeps `error` (a new reference, not NULL) for the call attempt identified by `call`. */
   void keep(PyObject* error, const void* call) noexcept {
