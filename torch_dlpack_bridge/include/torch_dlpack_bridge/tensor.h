@@ -82,32 +82,32 @@ struct dtype_traits {};
 template <class T>
 struct dtype_traits<T, std::enable_if_t<std::is_integral<T>::value && !std::is_same<T, bool>::value>> {
   static constexpr DLDataType value{static_cast<uint8_t>(std::is_signed<T>::value ? kDLInt : kDLUInt),
-                                    static_cast<uint8_t>(8 * sizeof(T)), 1};
+                                    static_cast<uint8_t>(8 * sizeof(T)), 1};  //!< the DLPack data type
 };
 /*! \brief bool: DLPack's kDLBool, 8 bits. */
 template <>
 struct dtype_traits<bool> {
-  static constexpr DLDataType value{kDLBool, 8, 1};
+  static constexpr DLDataType value{kDLBool, 8, 1};  //!< the DLPack data type
 };
 /*! \brief IEEE binary32. */
 template <>
 struct dtype_traits<float> {
-  static constexpr DLDataType value{kDLFloat, 32, 1};
+  static constexpr DLDataType value{kDLFloat, 32, 1};  //!< the DLPack data type
 };
 /*! \brief IEEE binary64. */
 template <>
 struct dtype_traits<double> {
-  static constexpr DLDataType value{kDLFloat, 64, 1};
+  static constexpr DLDataType value{kDLFloat, 64, 1};  //!< the DLPack data type
 };
 /*! \brief complex64 (two float32). */
 template <>
 struct dtype_traits<std::complex<float>> {
-  static constexpr DLDataType value{kDLComplex, 64, 1};
+  static constexpr DLDataType value{kDLComplex, 64, 1};  //!< the DLPack data type
 };
 /*! \brief complex128 (two float64). */
 template <>
 struct dtype_traits<std::complex<double>> {
-  static constexpr DLDataType value{kDLComplex, 128, 1};
+  static constexpr DLDataType value{kDLComplex, 128, 1};  //!< the DLPack data type
 };
 
 /*!
