@@ -308,6 +308,13 @@ def test_with_several_bad_arguments_the_first_is_reported(m):
     assert m.two(good, good) == 1 and m.two_views(good, good) == 1
 
 
+def test_a_typed_parameter_made_from_a_view(m):
+    x = base().reshape(10, 6)[:, 1:5:2]
+    assert m.from_view(x) == x.flatten().tolist()
+    with pytest.raises(ValueError, match=r"^argument 'v': expected shape \[-1, 2\], got \[10, 6\]$"):
+        m.from_view(base().reshape(10, 6))
+
+
 def test_describe(m):
     assert m.describe() == ("float32, shape [-1, 3], c_contig, device cuda, read-only | "
                             "bfloat16, 2 dimension(s), f_contig, writable | any dtype, writable")
@@ -463,8 +470,8 @@ def test_header_compiles_without_warnings(flavour):
 
 
 def test_accessors_compile_as_device_code_with_nvcc(tmp_path):
-    # tests/typed_tensor_cuda.cu: __global__ kernels taking StridedView/ContiguousView (ranks 0-3, a tag type) by
-    # value, launched from typed parameters. Compiled to PTX (no GPU needed): both kernels must be there.
+    # tests/typed_tensor_cuda.cu: __global__ kernels taking StridedView/ContiguousView (ranks 0-3, a tag type,
+    # CUDA's __nv_bfloat16) by value, launched from typed parameters. Compiled to PTX (no GPU needed).
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not available")
@@ -474,4 +481,5 @@ def test_accessors_compile_as_device_code_with_nvcc(tmp_path):
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     entries = [line for line in out.read_text().splitlines() if ".entry" in line]
-    assert len(entries) == 2 and all("StridedView" in e and "ContiguousView" in e for e in entries), entries
+    assert len(entries) == 3 and all("StridedView" in e and "ContiguousView" in e for e in entries), entries
+    assert any("__nv_bfloat16" in e for e in entries)  # a user's element type through tdb::dtype_traits

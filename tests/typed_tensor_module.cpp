@@ -154,6 +154,12 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   // ---- several bad arguments: the first is reported (nanobind asks for values right to left with GCC)
   m.def("two", [](Tensor<float, tdb::named<kX>> x, Tensor<float, tdb::named<kY>>) { return x.ndim(); });
   m.def("two_views", [](tdb::TensorView x, tdb::TensorView) { return x.ndim(); });
+  // ---- a typed parameter made from a TensorView, in the function (checks named by the view)
+  m.def("from_view", [](tdb::TensorView v) {
+    v.set_name("v");
+    Tensor<const float, tdb::shape<-1, 2>> t(std::move(v));
+    return elements(t.view());
+  });
   m.def("describe", []() {
     return Tensor<const float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cuda>::describe() + " | " +
            Tensor<tdb::bfloat16, tdb::ndim<2>, tdb::f_contig>::describe() + " | " + Tensor<>::describe();
