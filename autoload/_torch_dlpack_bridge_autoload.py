@@ -17,6 +17,7 @@ as a RuntimeWarning, or on stderr where a filter would turn that warning into an
 before). ``TORCH_DLPACK_BRIDGE_PREFER`` applies as it does to an explicit import.
 """
 
+import _thread
 import os
 import sys
 
@@ -73,27 +74,81 @@ class _PublishingLoader:
         _publish()
 
 
+importing_thread = None
+"""The thread in which the hook imports the package (the package's import then knows it was not asked for)."""
+
+
 def _publish():
+    """Publishes the table, or says why not; never raises. Where torch has its own table and no library of
+    the package is ready, the package declines to build inside `import torch` (an ImportError carrying a
+    `notice`, printed once per torch version)."""
+    global importing_thread
     try:
-        import torch_dlpack_bridge  # noqa: F401  (its import publishes the table)
+        importing_thread = _thread.get_ident()
+        try:
+            import torch_dlpack_bridge  # noqa: F401  (its import publishes the table)
+        finally:
+            importing_thread = None
+        # The user's own import of the package may be under way: in this thread (it imported torch), or in
+        # one that importlib's deadlock avoidance keeps waiting for torch while this thread gets the package
+        # half-initialised. Do its work now (a no-op where the import above did it), so that no thread sees
+        # torch imported without the table that will stay.
+        import importlib
+
+        importlib.import_module("torch_dlpack_bridge._table").publish_at_import(explicit=True)
+    except ImportError as error:
+        if not hasattr(error, "notice"):
+            _report(error)
+        elif error.notice is not None:
+            _say(error.notice)
     except Exception as error:
         _report(error)
+    except BaseException as interrupt:  # Ctrl-C, SystemExit: raised here, torch's import would fail with it
+        _interrupted(interrupt)
 
 
-def _report(error):
+def _interrupted(interrupt):
+    """torch is imported and stays so; a KeyboardInterrupt is raised again in the main thread once torch's
+    import has finished (SIGINT to that thread), any other BaseException is reported and dropped."""
+    import threading
+
+    again = isinstance(interrupt, KeyboardInterrupt) and threading.current_thread() is threading.main_thread()
+    _report(interrupt, "torch is imported and works without it; " + (
+        "the interrupt is raised again once the import of torch has finished" if again else
+        "the exception is not passed on: raised inside torch's import it would leave torch half-imported"))
+    if again:
+        threading.Thread(target=_interrupt_main_thread_after_import, name="torch_dlpack_bridge-interrupt",
+                         daemon=True).start()
+
+
+def _interrupt_main_thread_after_import():
+    import signal
+    import threading
+
+    import torch  # noqa: F401  (waits here while the main thread still imports torch)
+
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+
+def _report(error, outcome="TORCH_DLPACK_BRIDGE_AUTOLOAD=0 turns this hook off"):
     """One RuntimeWarning; on stderr instead when a warning filter turns it into an exception (``-W error``,
     pytest's ``filterwarnings = error``), which inside torch's import would leave torch unimportable."""
     message = (f"torch_dlpack_bridge: the exchange table was not published when torch was imported: "
-               f"{type(error).__name__}: {error} (TORCH_DLPACK_BRIDGE_AUTOLOAD=0 turns this hook off)")
+               f"{type(error).__name__}: {error} ({outcome})")
     try:
         import warnings
 
         warnings.warn(message, RuntimeWarning, stacklevel=2)
     except Exception:
-        try:
-            sys.stderr.write(f"RuntimeWarning: {message}\n")
-        except Exception:
-            pass
+        _say(f"RuntimeWarning: {message}")
+
+
+def _say(line):
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
 
 
 def _uninstall():

@@ -13,13 +13,14 @@ imported; ``TORCH_DLPACK_BRIDGE_AUTOLOAD=0`` turns that off.
 
 from __future__ import annotations
 
-import ctypes
 import os
-from typing import Any, Dict, Optional
 
-import torch
+import torch  # noqa: F401  (first: where this import runs the autoload hook, the hook imports _table whole)
 
-from . import _loader
+from . import _build, _table
+from ._table import (CAPSULE_ATTR, INT_ATTR, PREFER_ENV, active_provider, build_info, exchange_api,
+                     exchange_api_address, install, uninstall)
+from ._table import native_capsule as _native_capsule
 
 __all__ = [
     "CAPSULE_ATTR",
@@ -34,55 +35,7 @@ __all__ = [
     "uninstall",
 ]
 
-__version__ = "0.1.0"
-
-CAPSULE_ATTR = "__dlpack_c_exchange_api__"
-"""DLPack 1.3 name: a PyCapsule named ``"dlpack_exchange_api"`` on the tensor type."""
-INT_ATTR = "__c_dlpack_exchange_api__"
-"""DLPack 1.2 name: the table's address as an int on the tensor type."""
-PREFER_ENV = "TORCH_DLPACK_BRIDGE_PREFER"
-"""Environment variable read by the import-time :func:`install`: ``bridge`` (default) or ``torch``."""
-
-# The table library for the running torch (shipped, cached, or built once): an ImportError names the cause.
-_library, _library_info = _loader.load(__version__)
-_library.tdb_exchange_api_capsule.restype = ctypes.py_object
-_library.tdb_exchange_api.restype = ctypes.c_void_p
-_ADDRESS: int = _library.tdb_exchange_api()
-
-_MISSING = object()
-_saved: Optional[Dict[str, Any]] = None  # torch.Tensor's own entries, as they were before install()
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype = ctypes.c_void_p
-_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
-def exchange_api() -> Any:
-    """This project's table as a PyCapsule named ``"dlpack_exchange_api"``.
-
-    >>> torch_dlpack_bridge.exchange_api()  # doctest: +ELLIPSIS
-    <capsule object "dlpack_exchange_api" at ...>
-    """
-    return _library.tdb_exchange_api_capsule()
-
-
-def exchange_api_address() -> int:
-    """This project's table as an address (what ``__c_dlpack_exchange_api__`` holds when it is active)."""
-    return _ADDRESS
-
-
-def build_info() -> Dict[str, Any]:
-    """What the loaded table library was compiled against (torch version, C++ ABI, compiler, DLPack version),
-    where it is and where it came from: ``"shipped"`` (prebuilt in the wheel or built at install), ``"cache"``
-    (built at an earlier import), ``"build"`` (built by this import into the cache) or ``"private"`` (built by
-    this import into a temporary folder, since removed, because the cache could not be used).
-
-    >>> torch_dlpack_bridge.build_info()["torch_version"].split(".")[:2] == torch.__version__.split(".")[:2]
-    True
-    """
-    info: Dict[str, Any] = dict(_library_info)
-    info.update(cxx11_abi=info["cxx11_abi"] == "1",
-                dlpack_version=tuple(int(v) for v in info["dlpack_version"].split(".")))
-    return info
+__version__ = _build.PACKAGE_VERSION
 
 
 def get_include() -> str:
@@ -96,82 +49,6 @@ def get_cmake_dir() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "cmake")
 
 
-def _address_of(value: Any) -> Optional[int]:
-    if isinstance(value, int):
-        return value
-    try:
-        return _capsule_pointer(value, b"dlpack_exchange_api")
-    except (TypeError, ValueError):
-        return None
-
-
-def _native_capsule() -> Any:
-    """torch's own table (torch >= 2.10), as torch.Tensor had it before install(); None when absent."""
-    saved = _saved if _saved is not None else {CAPSULE_ATTR: torch.Tensor.__dict__.get(CAPSULE_ATTR, _MISSING)}
-    value = saved[CAPSULE_ATTR]
-    return None if value is _MISSING or _address_of(value) is None else value
-
-
-def install(prefer: Optional[str] = None) -> None:
-    """Publish the table on ``torch.Tensor`` (so subclasses and ``nn.Parameter`` inherit it).
-
-    ``prefer="bridge"`` (the default, or ``TORCH_DLPACK_BRIDGE_PREFER=bridge``) puts this project's table
-    under both names, on every torch. ``prefer="torch"`` (or ``TORCH_DLPACK_BRIDGE_PREFER=torch``): where
-    torch has its own table (torch >= 2.10) its capsule stays, and the legacy int name is added pointing at
-    it if missing; where torch has none, this project's table goes under both names. Called at import; call
-    again to switch, :func:`uninstall` to undo.
-
-    >>> torch_dlpack_bridge.install()
-    >>> torch_dlpack_bridge.active_provider()[torch_dlpack_bridge.CAPSULE_ATTR]
-    'torch_dlpack_bridge'
-    """
-    global _saved
-    prefer = prefer or os.environ.get(PREFER_ENV) or "bridge"
-    if prefer not in ("torch", "bridge"):
-        raise ValueError(f"prefer must be 'torch' or 'bridge', not {prefer!r}")
-    if _saved is None:
-        _saved = {name: torch.Tensor.__dict__.get(name, _MISSING) for name in (CAPSULE_ATTR, INT_ATTR)}
-    native = _native_capsule()
-    if prefer == "bridge" or native is None:
-        capsule, address = exchange_api(), _ADDRESS
-    else:
-        capsule = native
-        legacy = _saved[INT_ATTR]
-        address = legacy if isinstance(legacy, int) else _address_of(native)
-    setattr(torch.Tensor, CAPSULE_ATTR, capsule)
-    setattr(torch.Tensor, INT_ATTR, address)
-
-
-def uninstall() -> None:
-    """Put back what ``torch.Tensor`` had under both names before :func:`install`."""
-    global _saved
-    if _saved is None:
-        return
-    for name, value in _saved.items():
-        if value is _MISSING:
-            if name in torch.Tensor.__dict__:
-                delattr(torch.Tensor, name)
-        else:
-            setattr(torch.Tensor, name, value)
-    _saved = None
-
-
-def active_provider(cls: type = torch.Tensor) -> Dict[str, Optional[str]]:
-    """Which table each name resolves to on ``cls``: ``"torch_dlpack_bridge"``, ``"torch"``, ``"other"`` or None.
-
-    >>> sorted(torch_dlpack_bridge.active_provider())
-    ['__c_dlpack_exchange_api__', '__dlpack_c_exchange_api__']
-    """
-    ours = _ADDRESS
-    native = _native_capsule()
-    theirs = _address_of(native) if native is not None else None
-    result: Dict[str, Optional[str]] = {}
-    for name in (CAPSULE_ATTR, INT_ATTR):
-        value = getattr(cls, name, None)
-        address = None if value is None else _address_of(value)
-        result[name] = (None if address is None else "torch_dlpack_bridge" if address == ours
-                        else "torch" if address == theirs else "other")
-    return result
-
-
-install()
+# The table library for the running torch (shipped, cached, or built once), published: an ImportError names
+# the cause. The hook (inside `import torch`) may have done it already, from another thread too.
+_table.publish_at_import(explicit=not _table.imported_by_hook())

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Set, Tuple
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_VERSION = "0.1.0"  # torch_dlpack_bridge.__version__; part of the key of the cache's folders
 
 
 @dataclass(frozen=True)
@@ -196,23 +198,29 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
     with tempfile.TemporaryDirectory(prefix="tdb-build-", dir=os.path.dirname(os.path.abspath(output))) as tmp:
         flags = compile_flags(target)
 
+        running: Set[subprocess.Popen] = set()
+
         def compile_one(source: str) -> str:
             obj = os.path.join(tmp, os.path.basename(source) + ".o")
-            run([cxx, *flags, "-c", source, "-o", obj], log, timeout)
+            run([cxx, *flags, "-c", source, "-o", obj], log, timeout, running)
             return obj
 
         def check_declarations() -> None:
-            run([cxx, *flags, "-fsyntax-only", os.path.join(src, "torch_python_check.cc")], log, timeout)
+            run([cxx, *flags, "-fsyntax-only", os.path.join(src, "torch_python_check.cc")], log, timeout, running)
 
         pool = ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1)
         try:
             checked = pool.submit(check_declarations)
             objects = list(pool.map(compile_one, sources))
             checked.result()
+        except BaseException:  # a failure, or Ctrl-C: the compilers still running are stopped, not waited for
+            for process in list(running):
+                stop(process)
+            raise
         finally:
             pool.shutdown(cancel_futures=True)  # after a failure, the sources not started yet are not compiled
         linked = os.path.join(tmp, os.path.basename(output))
-        run([cxx, *objects, "-o", linked, *link_flags(target)], log, timeout)
+        run([cxx, *objects, "-o", linked, *link_flags(target)], log, timeout, running)
         os.chmod(linked, 0o755)  # whatever the umask: the loader refuses a library others could rewrite
         fsync(linked)
         os.replace(linked, output)
@@ -232,17 +240,38 @@ def fsync(path: str) -> None:
         os.close(fd)
 
 
-def run(command: Sequence[str], log=None, timeout: Optional[float] = None) -> None:
-    import subprocess
+def run(command: Sequence[str], log=None, timeout: Optional[float] = None,
+        running: Optional[Set[subprocess.Popen]] = None) -> None:
+    """Runs one compiler command in a process group of its own (listed in `running` while it runs), so that
+    it can be stopped whole: the driver and the compiler proper it started, which holds the output pipe."""
+    with subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True) as process:
+        if running is not None:
+            running.add(process)
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop(process)
+            if log is not None:
+                log.write(" ".join(command) + f"\ntimed out after {timeout:g} s\n")
+            raise BuildTimeout(f"{' '.join(command)}\ntimed out after {timeout:g} s (killed)") from None
+        except BaseException:
+            stop(process)
+            raise
+        finally:
+            if running is not None:
+                running.discard(process)
+    if log is not None:
+        log.write(" ".join(command) + "\n" + output)
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)}\nfailed with exit code {process.returncode}:\n{output[-4000:]}")
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Kills a command's whole process group (see run)."""
+    import signal
 
     try:
-        result = subprocess.run(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                timeout=timeout)
-    except subprocess.TimeoutExpired as expired:
-        if log is not None:
-            log.write(" ".join(command) + f"\ntimed out after {timeout:g} s\n")
-        raise BuildTimeout(f"{' '.join(command)}\ntimed out after {timeout:g} s (killed)") from None
-    if log is not None:
-        log.write(" ".join(command) + "\n" + result.stdout)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)}\nfailed with exit code {result.returncode}:\n{result.stdout[-4000:]}")
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        pass  # already gone

@@ -1,28 +1,26 @@
 """Finds and loads the exchange table library that matches the running torch.
 
 In order: a library shipped in the package (one per torch minor and C++ ABI, see _build.TorchTarget), then one
-built earlier into the per-user cache, then (first import on a torch no shipped library covers) a build from the
-sources the package ships, into that cache, under a file lock. Every failure is an ImportError that names the
-cause and the fix; a library is never loaded for a torch it was not built for.
+built earlier into the per-user cache (_cache: nothing another user could have written is loaded), then a
+build from the sources the package ships, into that cache, under a file lock. Every failure is an ImportError
+that names the cause and the fix; a library is never loaded for a torch it was not built for.
 
-The cache is trusted only while no one else can write to it: its folders are created 0700, and a folder or
-library that is not the current user's, is writable by group or others, or is a symbolic link is never loaded.
-Where the cache cannot be used (unwritable, untrusted), the library is built into a private temporary folder
-for this process and that folder is removed once the library is loaded. A cached library that fails to load
-or to identify itself is rebuilt once.
+A build's outcome is kept: the library, or a record of the failure, so a failing compiler costs one try, not
+one per process (`python -m torch_dlpack_bridge build` tries again). Where the cache cannot be used, the
+library is built into a private temporary folder for this process, removed once the library is loaded. A
+cached library that fails to load or to identify itself is rebuilt once.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import stat
 import sys
 from typing import Dict, Optional, Tuple
 
 import torch
 
-from . import _build
+from . import _build, _cache
 
 BUILD_ENV = "TORCH_DLPACK_BRIDGE_BUILD"
 """``0`` forbids building the table at import (a torch with no shipped or cached library then raises ImportError)."""
@@ -60,46 +58,9 @@ def cache_dir(target: _build.TorchTarget, package_version: str) -> str:
                                       f"tdb{package_version}-{_build.sources_digest()}")
 
 
-def untrusted(path: str, follow_links: bool = False) -> Optional[str]:
-    """Why another local user could have written `path` (so nothing in or at it may run), or None."""
-    info = os.stat(path) if follow_links else os.lstat(path)
-    if stat.S_ISLNK(info.st_mode):
-        return f"{path} is a symbolic link"
-    if info.st_uid != os.geteuid():
-        return f"{path} belongs to uid {info.st_uid}, not to this user (uid {os.geteuid()})"
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"{path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):o})"
-    return None
-
-
-def check_cache(folder: str, create: bool) -> Optional[str]:
-    """Why the cache root and `folder` cannot hold a library this process loads, or None; with `create`,
-    makes them first (0700). The root may be a symbolic link of the user's own; `folder` may not."""
-    for path, follow_links in ((os.path.dirname(folder), True), (folder, False)):
-        try:
-            if create and not os.path.lexists(path):
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                try:
-                    os.mkdir(path, 0o700)
-                except FileExistsError:
-                    pass  # another process made it meanwhile
-            problem = untrusted(path, follow_links)
-        except OSError as error:
-            return f"cannot use {path}: {error.strerror or error}"
-        if problem is not None:
-            return problem
-    return None
-
-
-def open_library(path: str, target: _build.TorchTarget) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
-    """Loads `path` and checks that it is a table library built for `target`; raises Unusable (unloading it
-    again, so that a rebuilt file under the same name is really loaded)."""
-    if not os.path.isfile(path) or os.path.getsize(path) == 0:
-        raise Unusable(f"{path} is empty or not a file")
-    try:
-        library = ctypes.PyDLL(path)  # PyDLL: calls keep the GIL and check for a Python error
-    except OSError as error:
-        raise Unusable(f"cannot load {path}: {error}") from None
+def identify(library: ctypes.PyDLL, path: str, target: _build.TorchTarget) -> Dict[str, str]:
+    """What the loaded `library` says it was built against; raises Unusable (unloading it again, so that a
+    rebuilt file under the same name is really loaded) unless it is a table library built for `target`."""
     try:
         for name in SYMBOLS:
             getattr(library, name)
@@ -110,7 +71,7 @@ def open_library(path: str, target: _build.TorchTarget) -> Tuple[ctypes.PyDLL, D
         problem = f"{path} is not a table library of this package ({type(error).__name__}: {error})"
     else:
         if built == (target.minor, target.cxx11_abi, target.python_abi):
-            return library, info
+            return info
         problem = (f"{path} was built for torch {info['torch_version']} (C++11 ABI {built[1]}) and "
                    f"{describe_python_abi(built[2])}, not for the running torch {target.version} (C++11 ABI "
                    f"{target.cxx11_abi}) and {describe_python_abi(target.python_abi)}")
@@ -120,45 +81,195 @@ def open_library(path: str, target: _build.TorchTarget) -> Tuple[ctypes.PyDLL, D
     raise Unusable(problem)
 
 
+def open_shipped(path: str, target: _build.TorchTarget) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
+    """The library installed with the package (as trusted as the package's own Python files)."""
+    try:
+        library = ctypes.PyDLL(path)
+    except OSError as error:
+        raise Unusable(f"cannot load {path}: {error}") from None
+    return library, identify(library, path, target)
+
+
+def open_cached(folder: int, target: _build.TorchTarget, path: str) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
+    """Loads the library `path` from the open, checked cache folder `folder`, exactly the file checked.
+    Raises FileNotFoundError (none there), _cache.Untrusted, or Unusable."""
+    try:
+        fd = _cache.open_file(folder, target.library_name, path)
+    except ValueError as why:
+        raise Unusable(str(why)) from None
+    try:
+        library = _cache.load_descriptor(fd, path)
+    except OSError as error:
+        raise Unusable(f"cannot load {path}: {error}") from None
+    finally:
+        os.close(fd)
+    return library, identify(library, path, target)
+
+
 def describe_python_abi(python_abi: str) -> str:
     return "a CPython with a GIL" if python_abi == "gil" else f"free-threaded CPython ({python_abi})"
 
 
-def load(package_version: str) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
+class Deferred(ImportError):
+    """Not a failure: torch has a table of its own and no library of this package is ready for it, so the
+    table is not built inside `import torch` (it takes 20-60 s, which a process that needs 50 ns less per
+    tensor never wins back). `notice` is the line to print, or None where it was printed before."""
+
+    def __init__(self, message: str, notice: Optional[str]):
+        super().__init__(message)
+        self.notice = notice
+
+
+def load(package_version: str, defer_build: bool = False,
+         retry_failed: bool = False) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
     """Loads the table library for the running torch; returns it and what it was built against (plus
     `library`, its path, and `origin`: "shipped", "cache", "build", or "private": built into a temporary
-    folder for this process, removed once loaded)."""
+    folder for this process, removed once loaded). With `defer_build`, raises Deferred instead of building;
+    a build that failed before is not tried again unless `retry_failed`. Every failure is an ImportError."""
     target = _build.installed_torch()
     shipped = os.path.join(SHIPPED_DIR, target.library_name)
     if target.is_release and os.path.isfile(shipped):
         try:
-            return with_origin(*open_library(shipped, target), shipped, "shipped")
+            return with_origin(*open_shipped(shipped, target), shipped, "shipped")
         except Unusable as why:
             raise ImportError(f"torch_dlpack_bridge: {why}. Reinstall torch_dlpack_bridge.") from None
-
     folder = cache_dir(target, package_version)
+    try:
+        return load_from_cache(target, folder, defer_build, retry_failed)
+    except OSError as error:  # e.g. a file removed between two steps: still an ImportError, naming the path
+        raise ImportError(f"torch_dlpack_bridge: cannot use {error.filename or folder}: "
+                          f"{error.strerror or error}") from None
+
+
+def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool,
+                    retry_failed: bool) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
     path = os.path.join(folder, target.library_name)
     problem = stale = None
-    if os.path.lexists(path):
-        problem = check_cache(folder, create=False) or untrusted(path)
-        if problem is None:
+    fd = -1
+    try:
+        try:
+            fd = _cache.open_folder(cache_root(), os.path.basename(folder), create=False)
+        except FileNotFoundError:
+            pass  # nothing built yet
+        except (_cache.Untrusted, OSError) as why:
+            problem = describe(why)
+        if fd >= 0:
             try:
-                return with_origin(*open_library(path, target), path, "cache")
+                return with_origin(*open_cached(fd, target, path), path, "cache")
+            except FileNotFoundError:
+                pass
+            except _cache.Untrusted as why:
+                problem = str(why)
             except Unusable as why:
                 stale = str(why)
-    require_build_tools(target, stale or problem, "rebuilding it" if stale else "building one")
-    problem = problem or check_cache(folder, create=True)
-    if problem is not None:
-        return build_private(target, problem)
+            if problem is None and not retry_failed:
+                raise_if_failed_before(fd, target)
+        if defer_build:
+            raise Deferred(f"torch_dlpack_bridge: not built for torch {target.version} yet; torch's own table "
+                           f"stays", notice_once(target, folder, fd if problem is None else -1))
+        require_build_tools(target, stale or problem, "rebuilding it" if stale else "building one")
+        if problem is None and fd < 0:
+            try:
+                fd = _cache.open_folder(cache_root(), os.path.basename(folder), create=True)
+            except (_cache.Untrusted, OSError) as why:
+                problem = describe(why)
+        if problem is not None:
+            return build_private(target, problem)
+        try:
+            built = build_into_cache(target, fd, path, stale, retry_failed)
+        except Unusable as why:  # the cache folder turned out unwritable (locking, logging)
+            return build_private(target, str(why))
+        try:
+            return with_origin(*open_cached(fd, target, path), path, "build" if built else "cache")
+        except (Unusable, _cache.Untrusted, FileNotFoundError) as why:
+            raise ImportError(f"torch_dlpack_bridge: {why}, right after building it (log: "
+                              f"{os.path.join(folder, 'build.log')}).") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def describe(why: Exception) -> str:
+    if isinstance(why, OSError):
+        return f"cannot use {why.filename}: {why.strerror or why}"
+    return str(why)
+
+
+BUILD_COMMAND = "python -m torch_dlpack_bridge build"
+FAILED_RECORD = "build-failed.json"
+NOTICE_RECORD = "notice-given.json"
+
+
+def build_key(target: _build.TorchTarget) -> str:
+    """What could change a build's outcome beyond the cache folder's name (torch version and ABI, Python ABI,
+    package version and sources): the compiler (its path, size and date) and the whole command line."""
+    import hashlib
+    import json
+
+    cxx = _build.find_compiler() or ""
     try:
-        built = build_into_cache(target, path, stale)
-    except Unusable as why:  # the cache folder turned out unwritable (locking, logging)
-        return build_private(target, str(why))
+        info = os.stat(cxx)
+        identity = [info.st_size, info.st_mtime_ns]
+    except OSError:
+        identity = []
+    command = [cxx, *identity, *_build.compile_flags(target), *_build.link_flags(target)]
+    return hashlib.sha256(json.dumps(command).encode()).hexdigest()[:16]
+
+
+def raise_if_failed_before(folder: int, target: _build.TorchTarget) -> None:
+    """ImportError repeating a failure recorded in the open cache folder for the same build, at no cost."""
+    record = _cache.read_record(folder, FAILED_RECORD)
+    if record is None or record.get("key") != build_key(target):
+        return
+    raise ImportError(f"torch_dlpack_bridge: building the exchange table for torch {target.version} failed on "
+                      f"{record.get('when')} (log: {record.get('log')}); it is not tried again until torch, this "
+                      f"package, the compiler or its flags change, or `{BUILD_COMMAND}` retries it. The error "
+                      f"was:\n{record.get('error')}")
+
+
+def notice_once(target: _build.TorchTarget, folder: str, fd: int) -> Optional[str]:
+    """The line that tells why ours is not published and what to run: returned once per cache folder
+    (recorded there), or every time where the cache cannot be used."""
+    notice = (f"torch_dlpack_bridge: torch {target.version} has a DLPack exchange table of its own and no "
+              f"library of this package is built for it yet{uncovered_reason(target)}, so torch's table stays "
+              f"published (building ours takes 20-60 s, too long for `import torch`). `{BUILD_COMMAND}` builds "
+              f"it once into {folder}; later processes then publish it. This is said once for this torch.")
+    opened = -1
     try:
-        return with_origin(*open_library(path, target), path, "build" if built else "cache")
-    except Unusable as why:
-        raise ImportError(f"torch_dlpack_bridge: {why}, right after building it (log: "
-                          f"{os.path.join(folder, 'build.log')}).") from None
+        if fd < 0:
+            fd = opened = _cache.open_folder(cache_root(), os.path.basename(folder), create=True)
+        if _cache.read_record(fd, NOTICE_RECORD) is not None:
+            return None
+        _cache.write_record(fd, NOTICE_RECORD, {"torch": target.version})
+    except (_cache.Untrusted, OSError):
+        pass
+    finally:
+        if opened >= 0:
+            os.close(opened)
+    return notice
+
+
+def build_requested() -> bool:
+    """True in `python -m torch_dlpack_bridge build`, the command that retries a failed build: the package's
+    import, which loads the table, runs before its __main__ can say so, hence the look at the command line
+    (sys.orig_argv; /proc on Python 3.9)."""
+    argv = getattr(sys, "orig_argv", None)
+    if argv is None:
+        try:
+            with open("/proc/self/cmdline", "rb") as f:
+                argv = [arg.decode(errors="replace") for arg in f.read().split(b"\0")[:-1]]
+        except OSError:
+            return False
+    options = iter(argv[1:])
+    for arg in options:
+        if arg == "-m" or (arg.startswith("-m") and len(arg) > 2):
+            module = arg[2:] or next(options, "")
+            return module == "torch_dlpack_bridge" and next(options, "") == "build"
+        if arg in ("-c", "-") or not arg.startswith("-"):
+            return False  # a command or script: what follows is its own arguments
+        if arg in ("-W", "-X"):
+            next(options, None)
+    return False
 
 
 def with_origin(library: ctypes.PyDLL, info: Dict[str, str], path: str, origin: str):
@@ -199,14 +310,17 @@ def progress(target: _build.TorchTarget, when: str, where: str) -> None:
           f"{low}-{2 * low} s ({where})", file=sys.stderr, flush=True)
 
 
-def compile_logged(target: _build.TorchTarget, path: str, log_path: str) -> None:
-    """Compiles the library at `path` (atomically), writing every command and its output to `log_path` (a
-    new file, never through a symbolic link); an ImportError naming the log if the build fails."""
+def compile_logged(target: _build.TorchTarget, path: str, folder: int) -> None:
+    """Compiles the library at `path` (atomically), writing every command and its output to build.log in the
+    open folder `folder` (a new file, never through a symbolic link); an ImportError naming the log if the
+    build fails."""
     import time
 
     start = time.monotonic()
+    log_path = os.path.join(os.path.dirname(path), "build.log")
     try:
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = _cache.create_new(folder, "build.log")
+        os.ftruncate(fd, 0)
     except OSError as error:
         raise Unusable(f"cannot write {log_path}: {error.strerror or error}") from None
     with os.fdopen(fd, "w") as log:
@@ -219,23 +333,34 @@ def compile_logged(target: _build.TorchTarget, path: str, log_path: str) -> None
         log.write(f"built in {time.monotonic() - start:.1f} s\n")
 
 
-def build_into_cache(target: _build.TorchTarget, path: str, stale: Optional[str]) -> bool:
-    """Builds the library at `path` once, even when several processes import at the same time (False when
-    another process built it meanwhile); `stale` says why an existing file there is replaced. Raises Unusable
-    when the folder cannot be locked or written."""
+def build_into_cache(target: _build.TorchTarget, folder: int, path: str, stale: Optional[str],
+                     retry_failed: bool) -> bool:
+    """Builds the library at `path` in the open cache folder `folder` once, even when several processes
+    import at the same time (False when another process built it meanwhile); `stale` says why an existing
+    file there is replaced. A failure is recorded there (see raise_if_failed_before). Raises Unusable when
+    the folder cannot be locked or written."""
     import fcntl
+    import time
 
-    folder = os.path.dirname(path)
     try:
-        lock = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits here, then finds the library built
+        lock = _cache.create_new(folder, ".lock")
     except OSError as error:
-        raise Unusable(f"cannot lock {folder}/.lock: {error.strerror or error}") from None
+        raise Unusable(f"cannot lock {os.path.dirname(path)}/.lock: {error.strerror or error}") from None
     try:
-        if stale is None and os.path.isfile(path):
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits here, then finds the library built (or failed)
+        if stale is None and os.path.lexists(path):
             return False
-        progress(target, f"again ({stale})" if stale else "first import only", f"into {folder}")
-        compile_logged(target, path, os.path.join(folder, "build.log"))
+        if not retry_failed:
+            raise_if_failed_before(folder, target)
+        progress(target, f"again ({stale})" if stale else "once for this torch", f"into {os.path.dirname(path)}")
+        try:
+            compile_logged(target, path, folder)
+        except ImportError as error:
+            _cache.write_record(folder, FAILED_RECORD, {
+                "key": build_key(target), "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "log": os.path.join(os.path.dirname(path), "build.log"), "error": str(error).split("\n", 1)[-1][-2000:]})
+            raise
+        _cache.remove_record(folder, FAILED_RECORD)
         return True
     finally:
         os.close(lock)
@@ -248,21 +373,21 @@ def build_private(target: _build.TorchTarget, reason: str) -> Tuple[ctypes.PyDLL
     import tempfile
 
     try:
-        folder = tempfile.mkdtemp(prefix="torch_dlpack_bridge-")
+        path = os.path.join(tempfile.mkdtemp(prefix="torch_dlpack_bridge-"), target.library_name)
+        fd = os.open(os.path.dirname(path), _cache.FOLDER_FLAGS)
     except OSError as error:
         raise ImportError(f"torch_dlpack_bridge: the cache cannot be used ({reason}) and no temporary folder can "
                           f"be made ({error}); set {CACHE_ENV} to a folder of your own.") from None
-    path = os.path.join(folder, target.library_name)
+    folder = os.path.dirname(path)
     progress(target, "for this process only", f"into a private temporary folder {folder}, because the cache "
                                               f"cannot be used: {reason}")
     try:
-        compile_logged(target, path, os.path.join(folder, "build.log"))
-    except Unusable as why:
-        raise ImportError(f"torch_dlpack_bridge: {why}") from None
-    try:
-        library, info = open_library(path, target)
-    except Unusable as why:
-        raise ImportError(f"torch_dlpack_bridge: {why}, right after building it (log: {folder}/build.log).") from None
+        compile_logged(target, path, fd)
+        library, info = open_cached(fd, target, path)
+    except (Unusable, _cache.Untrusted) as why:
+        raise ImportError(f"torch_dlpack_bridge: {why} (log: {folder}/build.log)") from None
+    finally:
+        os.close(fd)
     shutil.rmtree(folder, ignore_errors=True)
     return with_origin(library, info, path, "private")
 
