@@ -5,6 +5,7 @@ scenario runs in a fresh interpreter, as a user's process starts: through site-p
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -306,3 +307,216 @@ def test_tvm_ffi_imported_first_uses_this_projects_table_and_compiles_nothing(tm
     assert published_ours(state), state
     assert state["allocator"] == state["our_allocator"], "tvm-ffi must take torch tensors through our table"
     assert list(cache.iterdir()) == [], "tvm-ffi compiled something"
+
+
+# ---- never worse than without it: a torch the wheel does not cover -------------------------------------
+
+AS_UNCOVERED = textwrap.dedent('''
+    """Started by the test (sitecustomize): makes the torch about to be imported report TDB_TEST_TORCH_VERSION (a
+    nightly no shipped library covers) and, with TDB_TEST_NO_NATIVE=1, have no table of its own (as torch <=
+    2.9), before the autoload hook sees it: a finder placed right after the hook's wraps torch's loader."""
+    import os, sys
+
+    class _AsUncovered:
+        def find_spec(self, name, path=None, target=None):
+            if name != "torch":
+                return None
+            for finder in sys.meta_path:
+                if finder is self or type(finder).__name__ == "_PublishAfterTorch" or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+            real = spec.loader
+
+            class Loader:
+                def create_module(self, spec):
+                    return real.create_module(spec)
+
+                def exec_module(self, module):
+                    real.exec_module(module)
+                    module.__version__ = os.environ["TDB_TEST_TORCH_VERSION"]
+                    if os.environ.get("TDB_TEST_NO_NATIVE") == "1" and "__dlpack_c_exchange_api__" in module.Tensor.__dict__:
+                        delattr(module.Tensor, "__dlpack_c_exchange_api__")
+
+            spec.loader = Loader()
+            return spec
+
+    sys.meta_path.insert(1, _AsUncovered())
+''')
+
+
+@pytest.fixture
+def uncovered(tmp_path):
+    """Environment for fresh(): torch looks like a nightly the wheel does not cover, with an empty cache."""
+    from test_loader import NIGHTLY
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(AS_UNCOVERED)
+    return {"PYTHONPATH": str(site), "TDB_TEST_TORCH_VERSION": NIGHTLY,
+            "TORCH_DLPACK_BRIDGE_CACHE": str(tmp_path / "cache")}
+
+
+def counting_compiler(tmp_path, name="fake-c++", then="exit 1"):
+    """A compiler that counts its calls in tmp_path/calls, then runs `then`."""
+    script = tmp_path / name
+    script.write_text(f"#!/bin/sh\necho x >> {tmp_path / 'calls'}\n{then}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def progress_lines(stderr):
+    return [line for line in stderr.splitlines() if "building the exchange table" in line and ", about " in line]
+
+
+def calls(tmp_path):
+    path = tmp_path / "calls"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_hook_keeps_torchs_own_table_instead_of_compiling_says_so_once_and_publishes_once_built(uncovered, tmp_path):
+    """On a torch with a table of its own that no library of ours is ready for, `import torch` compiles nothing
+    (a compiler that would take 60 s is never called), keeps torch's table, and says so once per torch with the
+    command that builds ours; once a library is in the cache, `import torch` publishes it."""
+    import time
+
+    from test_loader import NIGHTLY, nightly_folder
+
+    if torch_dlpack_bridge._native_capsule() is None:
+        pytest.skip("this torch has no table of its own")
+    env = dict(uncovered, CXX=counting_compiler(tmp_path, then="sleep 60"))
+    notices = []
+    for _ in range(2):
+        start = time.monotonic()
+        state, stderr = fresh_json("import torch; print(json.dumps(state()))", **env)
+        assert time.monotonic() - start < 30 and calls(tmp_path) == 0
+        assert not state["bridge_imported"] and state["capsule"] is not None and state["int"] is None, state  # torch's
+        assert progress_lines(stderr) == [] and "RuntimeWarning" not in stderr, stderr
+        notices.append([line for line in stderr.splitlines() if "has a DLPack exchange table of its own" in line])
+    assert len(notices[0]) == 1 and notices[1] == [], notices
+    assert f"torch {NIGHTLY} has a DLPack exchange table" in notices[0][0]
+    assert "`python -m torch_dlpack_bridge build` builds it once into" in notices[0][0]
+    # What `python -m torch_dlpack_bridge build` leaves behind (a real build: test_build_command_...).
+    folder, name = nightly_folder({"TORCH_DLPACK_BRIDGE_CACHE": uncovered["TORCH_DLPACK_BRIDGE_CACHE"]})
+    shutil.copy(torch_dlpack_bridge.build_info()["library"], os.path.join(folder, name))
+    state, stderr = fresh_json("import torch, torch_dlpack_bridge as b; print(json.dumps(dict(state(), "
+                               "origin=b.build_info()['origin'])))", **env)
+    assert published_ours(state) and state["origin"] == "cache" and calls(tmp_path) == 0, stderr
+
+
+def test_explicit_import_and_the_build_command_still_build(uncovered, tmp_path):
+    """The user asked: `python -m torch_dlpack_bridge build` builds into the cache (a real build) and says so;
+    then `import torch` alone publishes the library from the cache."""
+    result = subprocess.run([sys.executable, "-m", "torch_dlpack_bridge", "build"], capture_output=True, text=True,
+                            env=dict({k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DLPACK_BRIDGE_",
+                                                                                           "PYTHONPATH"))},
+                                     **uncovered),
+                            cwd=os.path.dirname(sys.executable), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(progress_lines(result.stderr)) == 1 and ": built, " in result.stdout, result
+    state, stderr = fresh_json("import torch; print(json.dumps(state()))", **uncovered)
+    assert published_ours(state) and progress_lines(stderr) == [], stderr
+
+
+def test_failed_build_is_remembered_until_the_compiler_changes_or_the_build_command_retries(uncovered, tmp_path):
+    """Where the hook builds (torch has no table of its own), a failing compiler is tried once: later processes
+    repeat the recorded failure at no cost, naming build.log and the retry command; another compiler, or
+    `python -m torch_dlpack_bridge build`, tries again."""
+    env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=counting_compiler(tmp_path))
+    code = "import torch; print(json.dumps(state()))"
+    state, stderr = fresh_json(code, **env)
+    first = calls(tmp_path)
+    assert first > 0 and state["capsule"] is None and "failed" in stderr and "first import only" not in stderr
+    for _ in range(2):
+        state, stderr = fresh_json(code, **env)
+        assert calls(tmp_path) == first and state["capsule"] is None, "rebuilt although it failed before"
+        assert progress_lines(stderr) == []
+        assert "is not tried again" in stderr and "`python -m torch_dlpack_bridge build` retries" in stderr
+        assert "build.log" in stderr
+    explicit = fresh("import torch_dlpack_bridge", **dict(env, TORCH_DLPACK_BRIDGE_AUTOLOAD="0"))
+    assert "is not tried again" in explicit.stderr and calls(tmp_path) == first
+    other = counting_compiler(tmp_path, name="other-c++")
+    fresh_json(code, **dict(env, CXX=other))
+    second = calls(tmp_path)
+    assert second > first, "another compiler is tried"
+    fresh_json(code, **dict(env, CXX=other))
+    assert calls(tmp_path) == second, "and its failure is remembered too"
+    retry = subprocess.run([sys.executable, "-m", "torch_dlpack_bridge", "build"], capture_output=True, text=True,
+                           env=dict({k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DLPACK_BRIDGE_",
+                                                                                          "PYTHONPATH"))}, **env),
+                           cwd=os.path.dirname(sys.executable), timeout=300)
+    assert calls(tmp_path) > second and retry.returncode != 0 and "failed" in retry.stderr, retry.stderr[-2000:]
+
+
+def test_ctrl_c_during_the_build_at_import_leaves_torch_working_and_is_raised_after_the_import(uncovered, tmp_path):
+    """SIGINT while the hook builds (torch without a table of its own, a compiler that would take 60 s): the
+    compilers are stopped, torch stays imported and works (a second `import torch` too, and a clean exit), the
+    user is told, and the KeyboardInterrupt arrives right after `import torch` returns."""
+    import signal
+    import time
+
+    env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=counting_compiler(tmp_path, then="sleep 60"))
+    code = textwrap.dedent("""
+        import sys, time
+        try:
+            import torch
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                time.sleep(0.05)
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("interrupted", "torch" in sys.modules)
+        import torch
+        print("again", torch.ones(2).sum().item(), torch.Tensor.__dict__.get("__dlpack_c_exchange_api__"))
+    """)
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DLPACK_BRIDGE_", "PYTHONPATH"))}
+    full_env.update(env)
+    start = time.monotonic()
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=full_env, cwd=os.path.dirname(sys.executable))
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if "building the exchange table" in line:
+            break
+    time.sleep(1)  # the compilers have started
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    err = "".join(seen) + err
+    assert process.returncode == 0, err[-3000:]
+    assert out.splitlines() == ["interrupted True", "again 2.0 None"], (out, err[-3000:])
+    assert "KeyboardInterrupt" in err and "raised again once the import of torch has finished" in err
+    assert "Only a single TORCH_LIBRARY" not in err and time.monotonic() - start < 60
+
+
+@pytest.mark.parametrize("first", ["torch", "package"])
+def test_import_torch_returns_with_the_table_published_in_every_thread(first):
+    """One thread imports torch while another imports the package (either first, repeated): whichever import of
+    torch returns, in either thread, the table that stays is already there (importlib's deadlock avoidance
+    once handed the hook a half-imported package, which published nothing)."""
+    code = """
+        import threading, time
+        seen, errors = {}, []
+        def run(what, delay):
+            try:
+                time.sleep(delay)
+                if what == "package":
+                    import torch_dlpack_bridge
+                import torch
+                get = ctypes.pythonapi.PyCapsule_GetPointer
+                get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+                seen[what] = get(torch.Tensor.__dict__["__dlpack_c_exchange_api__"], b"dlpack_exchange_api")
+            except BaseException as error:
+                errors.append(repr(error))
+        threads = [threading.Thread(target=run, args=("torch", DELAY_TORCH)),
+                   threading.Thread(target=run, args=("package", DELAY_PACKAGE))]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print(json.dumps(dict(state(), seen=seen, errors=errors)))
+    """.replace("DELAY_TORCH", "0" if first == "torch" else "0.3").replace(
+        "DELAY_PACKAGE", "0.3" if first == "torch" else "0")
+    for _ in range(4):
+        state, stderr = fresh_json(code)
+        assert state["errors"] == [] and published_ours(state), stderr[-3000:]
+        assert state["seen"] == {"torch": state["ours"], "package": state["ours"]}, state

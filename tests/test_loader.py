@@ -357,3 +357,148 @@ def test_compile_table_links_under_a_temporary_name_fsyncs_then_renames(tmp_path
     assert fsynced == "fsync" and replaced == ("replace", linked, str(out)) and synced_dir == ("fsync", str(out.parent))
     assert os.path.dirname(os.path.dirname(linked)) == str(out.parent), "linked in the output's folder"
     assert out.read_text() == "x" and stat.S_IMODE(out.stat().st_mode) == 0o755
+
+
+# ---- the folders above the cache, links, and what another user can race -------------------------------
+
+OTHER_UID = 54321  # a second local user (CI runs as root, which can hand files to it and run as it)
+
+
+def needs_root():
+    if os.geteuid() != 0:
+        pytest.skip("a second user needs root (CI runs as root)")
+
+
+def planted_cache(root, marker):
+    """A cache root `root` whose folder for NIGHTLY holds a library that writes `marker` when loaded (owned by
+    this user, mode 0755: it passes every check made on the file itself)."""
+    folder, name = nightly_folder({"TORCH_DLPACK_BRIDGE_CACHE": str(root)})
+    plant(folder, name, str(marker))
+    for path in (str(root), folder):
+        os.chmod(path, 0o700)
+
+
+@pytest.mark.parametrize("owner", ["this user", "another user"])
+def test_cache_root_that_is_a_link_is_followed_only_when_the_link_is_the_users(tmp_path, owner):
+    """The root may be a symbolic link, but only one the user owns (lstat): another user's link to the user's
+    own folder is refused (that user could point it anywhere at any moment)."""
+    if owner == "another user":
+        needs_root()
+    marker = tmp_path / "planted-library-ran"
+    planted_cache(tmp_path / "real", marker)
+    link = tmp_path / "cache"
+    os.symlink(tmp_path / "real", link)
+    if owner == "another user":
+        os.lchown(link, OTHER_UID, OTHER_UID)
+    state, _ = import_as(NIGHTLY, TORCH_DLPACK_BRIDGE_BUILD="0", TORCH_DLPACK_BRIDGE_CACHE=str(link))
+    if owner == "this user":  # followed: the planted library is loaded (and refused as no table library)
+        assert marker.exists() and "is not a table library" in state["import_error"], state
+    else:
+        assert not marker.exists(), "a library behind another user's link was loaded"
+        assert f"{link} is a symbolic link, and {link} belongs to uid {OTHER_UID}" in state["import_error"], state
+
+
+@pytest.mark.parametrize("parent", ["another user's", "world-writable", "sticky root-owned"])
+def test_folders_above_the_cache_root_are_checked(tmp_path, parent):
+    """A folder above the root that another user owns or can write (but for a sticky folder of root's, as
+    /tmp) could have the root swapped under it: the cache is refused, and the library in it never runs."""
+    needs_root()
+    above = tmp_path / "above"
+    marker = tmp_path / "planted-library-ran"
+    planted_cache(above / "cache", marker)
+    os.chmod(above, {"another user's": 0o755, "world-writable": 0o777, "sticky root-owned": 0o1777}[parent])
+    if parent == "another user's":
+        os.chown(above, OTHER_UID, OTHER_UID)
+    state, _ = import_as(NIGHTLY, TORCH_DLPACK_BRIDGE_BUILD="0", TORCH_DLPACK_BRIDGE_CACHE=str(above / "cache"))
+    if parent == "sticky root-owned":  # accepted: others cannot rename or remove the user's entries there
+        assert marker.exists() and "is not a table library" in state["import_error"], state
+        return
+    assert not marker.exists(), "a library under an untrusted folder was loaded"
+    why = (f"{above} belongs to uid {OTHER_UID}, not to root or this user" if parent == "another user's"
+           else f"{above} is writable by group or others (mode 777)")
+    assert why in state["import_error"] and "forbids building one" in state["import_error"], state
+
+
+LOAD_REPEATEDLY = textwrap.dedent("""
+    import json, sys, torch
+    import torch_dlpack_bridge
+    from torch_dlpack_bridge import _build, _loader
+    real = _build.installed_torch()
+    _build.installed_torch = lambda: _build.TorchTarget(sys.argv[1], real.cxx11_abi, real.rocm, real.root,
+                                                        real.python_abi)
+    outcomes = {}
+    for _ in range(int(sys.argv[2])):
+        try:
+            _loader.load(torch_dlpack_bridge.__version__)
+            kind = "loaded"
+        except Exception as error:
+            kind = type(error).__name__
+        outcomes[kind] = outcomes.get(kind, 0) + 1
+    print(json.dumps(outcomes))
+""")
+
+
+def test_another_user_swapping_the_cache_under_the_loader_never_gets_code_run():
+    """A second user (a real other uid) who owns the folder above the cache swaps the cache root between the
+    user's real cache, a planted one and a link, as fast as it can, while the loader loads 300 times: the
+    planted library never runs, and every attempt ends in an ImportError (never another exception)."""
+    import tempfile
+    import time
+
+    needs_root()
+    above = tempfile.mkdtemp(prefix="tdb-other-user-", dir="/tmp")  # the other user can reach it there
+    try:
+        marker = os.path.join(above, "planted-library-ran")
+        planted_cache(os.path.join(above, "planted"), marker)
+        folder, _ = nightly_folder({"TORCH_DLPACK_BRIDGE_CACHE": os.path.join(above, "real")})
+        os.makedirs(folder, mode=0o700)
+        os.chmod(os.path.join(above, "real"), 0o700)
+        os.chown(above, OTHER_UID, OTHER_UID)
+        os.chmod(above, 0o755)
+        swap = (f"cd {above}; end=$(($(date +%s) + 120)); while [ $(date +%s) -lt $end ]; do "
+                "mv planted cache; mv cache planted; ln -s planted cache; rm cache; mv real cache; mv cache real; "
+                "done 2>/dev/null")
+        attacker = subprocess.Popen(["/bin/sh", "-c", swap], user=OTHER_UID, group=OTHER_UID, extra_groups=[])
+        try:
+            time.sleep(0.2)
+            code = LOAD_REPEATEDLY.replace("sys.argv[1]", repr(NIGHTLY)).replace("sys.argv[2]", "'300'")
+            result = run_python(code, TORCH_DLPACK_BRIDGE_BUILD="0",
+                                TORCH_DLPACK_BRIDGE_CACHE=os.path.join(above, "cache"))
+        finally:
+            attacker.kill()
+            attacker.wait()
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert json.loads(result.stdout.splitlines()[-1]) == {"ImportError": 300}
+        assert not os.path.exists(marker), "another user's library ran in this user's process"
+    finally:
+        shutil.rmtree(above, ignore_errors=True)
+
+
+def test_a_cached_library_vanishing_between_the_loaders_steps_is_an_import_error(cache):
+    """The user's own cache, its library removed and put back (as a cleanup or another build would) while the
+    loader loads 300 times: every outcome is a load or an ImportError naming the path, never a bare OSError
+    such as FileNotFoundError."""
+    import threading
+
+    folder, name = nightly_folder(cache)
+    planted = plant(folder, name + ".keep")  # no table symbols: loading it is an ImportError (building off)
+    for path in (cache["TORCH_DLPACK_BRIDGE_CACHE"], folder):
+        os.chmod(path, 0o700)
+    target, stop = os.path.join(folder, name), threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            shutil.copy(planted, target + ".tmp")
+            os.replace(target + ".tmp", target)
+            os.remove(target)
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        code = LOAD_REPEATEDLY.replace("sys.argv[1]", repr(NIGHTLY)).replace("sys.argv[2]", "'300'")
+        result = run_python(code, TORCH_DLPACK_BRIDGE_BUILD="0", **cache)
+    finally:
+        stop.set()
+        thread.join()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert set(json.loads(result.stdout.splitlines()[-1])) <= {"ImportError"}, result.stdout

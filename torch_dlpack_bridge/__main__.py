@@ -1,7 +1,9 @@
 """``python -m torch_dlpack_bridge``: status, a self-check of every table function, and a quick timing.
 
 ``python -m torch_dlpack_bridge --includes`` prints the compiler flag for the consumer headers;
-``python -m torch_dlpack_bridge bench`` runs a short version of the benchmark suite (benchmarks/).
+``python -m torch_dlpack_bridge bench`` runs a short version of the benchmark suite (benchmarks/);
+``python -m torch_dlpack_bridge build`` builds the table library for the running torch into the cache, trying
+again after a failed build (the package's import, which runs first, does the work: see _loader.build_requested).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from typing import Callable, List, Tuple
 import torch
 
 import torch_dlpack_bridge as bridge
-from torch_dlpack_bridge import _probe
+from torch_dlpack_bridge import _loader, _probe
 
 
 EPILOG = """subcommands:
-  bench [--help]   a short run of the benchmark suite (benchmarks/run.py runs the full one)"""
+  bench [--help]   a short run of the benchmark suite (benchmarks/run.py runs the full one)
+  build            build the table library for this torch into the cache (again, after a failed build)"""
 
 CPU = (1, 0)
 
@@ -38,6 +41,35 @@ def status() -> None:
     for name, provider in bridge.active_provider().items():
         print(f"  torch.Tensor.{name} -> {provider}")
     print(consumers_get(bridge.active_provider()[bridge.CAPSULE_ATTR], native is not None))
+    print(at_import_torch(info["origin"], native is not None))
+
+
+def at_import_torch(origin: str, has_native: bool) -> str:
+    """One line: what the autoload hook does at `import torch` in a new process, and what to run if anything."""
+    if os.environ.get("TORCH_DLPACK_BRIDGE_AUTOLOAD", "1") == "0":
+        return "at `import torch`: nothing (TORCH_DLPACK_BRIDGE_AUTOLOAD=0); `import torch_dlpack_bridge` publishes"
+    if origin in ("shipped", "cache", "build"):
+        where = "installed with the package" if origin == "shipped" else "in the cache"
+        return f"at `import torch`: the hook publishes this table (its library is {where})"
+    if has_native:
+        return ("at `import torch`: the hook keeps torch's own table (the cache cannot be used, and a build for "
+                f"each process would cost more than it saves); set {_loader.CACHE_ENV} to a folder of yours, "
+                f"then run `{_loader.BUILD_COMMAND}`")
+    return (f"at `import torch`: the hook builds this table for every process (the cache cannot be used); set "
+            f"{_loader.CACHE_ENV} to a folder of yours")
+
+
+def build() -> int:
+    """`build`: the package's import has loaded, or built (retrying a recorded failure), the library."""
+    info = bridge.build_info()
+    if info["origin"] == "private":
+        print(f"built for this process only: the cache cannot be used (see the line above); set "
+              f"{_loader.CACHE_ENV} to a folder of yours", file=sys.stderr)
+        return 1
+    did = {"build": "built", "cache": "already built", "shipped": "installed with the package"}[info["origin"]]
+    print(f"the exchange table library for torch {torch.__version__}: {did}, {info['library']}; "
+          f"`import torch` publishes it")
+    return 0
 
 
 def consumers_get(provider, has_native: bool) -> str:
@@ -128,6 +160,8 @@ def main(argv: List[str]) -> int:
         from torch_dlpack_bridge import _bench
 
         return _bench.main(argv[1:])
+    if argv == ["build"]:
+        return build()
     parser = argparse.ArgumentParser(prog="python -m torch_dlpack_bridge", epilog=EPILOG,
                                      description="Status, a self-check of every table function, and a quick timing.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
