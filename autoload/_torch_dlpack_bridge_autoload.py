@@ -11,7 +11,11 @@ hands out that spec with a loader that runs ``import torch_dlpack_bridge`` right
 executed successfully. So an earlier ``importlib.util.find_spec("torch")`` (from any thread) or a failed
 import of torch leaves the hook armed for the real import; once torch is imported it leaves sys.meta_path.
 Nothing here may break start-up or torch's import, whatever the warning filters: a failure is reported once,
-as a RuntimeWarning, or on stderr where a filter would turn that warning into an exception.
+as a RuntimeWarning, or on stderr where a filter would turn that warning into an exception; Ctrl-C during the
+work leaves torch imported, and is raised again once torch's import has finished. Where torch has a table of
+its own and no library of the package is ready, the package's import declines to compile inside
+``import torch`` and the hook prints its one-line notice. Where another thread is importing the package
+meanwhile, the hook publishes on its behalf, so no thread sees torch without the table that will stay.
 
 ``TORCH_DLPACK_BRIDGE_AUTOLOAD=0`` turns it off (then ``import torch_dlpack_bridge`` publishes the table, as
 before). ``TORCH_DLPACK_BRIDGE_PREFER`` applies as it does to an explicit import.

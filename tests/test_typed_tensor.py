@@ -5,7 +5,6 @@ tests/typed_tensor_module.cpp is compiled once per binding library (the nanobind
 constraint accepted and refused with its message, overload dispatch by dtype, rank, device, memory order and
 writability, and the accessors (view()) against torch indexing on strided views.
 """
-import ctypes
 import os
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ import torch
 
 import torch_dlpack_bridge  # noqa: F401  (publishes the table)
 from example_packages import import_from
+from fake_cuda import FakeCuda
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INCLUDE = os.path.join(os.path.dirname(HERE), "torch_dlpack_bridge", "include")
@@ -77,35 +77,6 @@ def m(request, modules):
     return modules[request.param]
 
 
-# A torch.Tensor subclass whose table reports every tensor as cuda:0 (device checks without a GPU): torch's
-# published table with dltensor_from_py_object_no_sync wrapped by a ctypes callback.
-class _Table(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("prev_api", ctypes.c_void_p)] + [
-        (f, ctypes.c_void_p) for f in ("alloc", "from_py", "to_py", "view", "stream")]
-
-
-_CAPSULE = b"dlpack_exchange_api"
-_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_get_pointer.restype, _get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-_new_capsule = ctypes.pythonapi.PyCapsule_New
-_new_capsule.restype, _new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_torch_table = _Table.from_address(_get_pointer(torch.Tensor.__dlpack_c_exchange_api__, _CAPSULE))
-_torch_view = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(_torch_table.view)
-
-
-@ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-def _cuda_view(obj, out):
-    rc = _torch_view(obj, out)
-    ctypes.c_int32.from_address(out + 8).value = 2  # DLTensor.device.device_type = kDLCUDA
-    return rc
-
-
-_fake_table = _Table.from_buffer_copy(_torch_table)
-_fake_table.view = ctypes.cast(_cuda_view, ctypes.c_void_p).value
-
-
-class FakeCuda(torch.Tensor):
-    __dlpack_c_exchange_api__ = _new_capsule(ctypes.addressof(_fake_table), _CAPSULE, None)
 
 
 def fake_cuda(t):

@@ -18,8 +18,6 @@ import os
 import sys
 from typing import Dict, Optional, Tuple
 
-import torch
-
 from . import _build, _cache
 
 BUILD_ENV = "TORCH_DLPACK_BRIDGE_BUILD"
