@@ -74,7 +74,7 @@ class Ctx:
         self.bridge = torch_dlpack_bridge
         self.ours = torch_dlpack_bridge.exchange_api_address()
         native = torch_dlpack_bridge._native_capsule()
-        self.native = torch_dlpack_bridge._address_of(native) if native is not None else None
+        self.native = torch_dlpack_bridge._table._address_of(native) if native is not None else None
         # provider expected to be published when tvm_ffi is imported: torch's own table in the scenarios
         # about it (never scheduled where torch has none, see NEEDS_NATIVE), ours in the others
         if scenario in NEEDS_NATIVE:
@@ -147,7 +147,7 @@ def check_published_table(c: Ctx) -> None:
     else:
         assert c.provider_before_import == {bridge.CAPSULE_ATTR: c.expected, bridge.INT_ATTR: c.expected}
     assert bridge.active_provider() == {bridge.CAPSULE_ATTR: c.expected, bridge.INT_ATTR: c.expected}
-    assert bridge._address_of(torch.Tensor.__dlpack_c_exchange_api__) == c.expected_address
+    assert bridge._table._address_of(torch.Tensor.__dlpack_c_exchange_api__) == c.expected_address
     assert getattr(c.tvm_ffi._optional_torch_c_dlpack, "_LIB", None) is None  # no backport library loaded
 
 
