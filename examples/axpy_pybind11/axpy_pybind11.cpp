@@ -1,5 +1,6 @@
 // axpy_pybind11: the axpy kernels of examples/axpy_kernels, bound with pybind11 through
-// torch_dlpack_bridge/pybind11.h, with typed parameters (tdb::Tensor<...>). No torch headers, no torch link: only pybind11, Python.h and DLPack.
+// torch_dlpack_bridge/pybind11.h, with typed parameters (tdb::Tensor<...>). No torch headers, no torch link:
+// only pybind11, Python.h and DLPack.
 //
 //   axpy_(a, x, y)    y = a*x + y in place; 1-D float32 CPU vectors of equal length. x may have any
 //                     stride (even negative or zero); y must be contiguous and writable.
