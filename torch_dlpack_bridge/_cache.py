@@ -54,7 +54,7 @@ def components(path: str) -> List[str]:
     return [part for part in os.path.normpath(path).split("/") if part]
 
 
-def open_child(parent: int, name: str, path: str, create: bool) -> int:
+def open_child(parent: int, name: str, create: bool) -> int:
     """Opens folder `name` in the open folder `parent` without following a link; with `create`, makes it
     (0700) when missing. Raises FileNotFoundError when missing, OSError(ELOOP) for a link."""
     try:
@@ -82,7 +82,7 @@ def open_root(root: str, create: bool) -> int:
                 last = i == len(parts) - 1
                 path = os.path.join(walked, name)
                 try:
-                    child = open_child(fd, name, path, create)
+                    child = open_child(fd, name, create)
                 except OSError as error:
                     if error.errno not in (errno.ELOOP, errno.ENOTDIR):
                         raise
@@ -115,7 +115,7 @@ def open_folder(root: str, name: str, create: bool) -> int:
     try:
         path = os.path.join(root, name)
         try:
-            fd = open_child(root_fd, name, path, create)
+            fd = open_child(root_fd, name, create)
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise Untrusted(f"{path} is a symbolic link or not a folder") from None
