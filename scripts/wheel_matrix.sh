@@ -207,8 +207,10 @@ row, no compiler allowed at import (TORCH_DLPACK_BRIDGE_BUILD=0, CXX=/nonexisten
 best of 5 processes (3 when emulated). aarch64 rows run under emulation on x86_64 (`scripts/aarch64_env.sh`:
 Debian 12's arm64 CPython 3.11 under Debian 13's qemu-user, torch and the wheel installed for aarch64); Python 3.14
 and 3.15 come from a Debian testing chroot (`scripts/newest_python_env.sh`). A row marked `(uncovered)` deletes
-the wheel's library for that torch minor after installing, so the package builds its table at the first
-`import torch` (compiler reachable), then runs the main job with building forbidden, from the cache.
+the wheel's library for that torch minor after installing, so the package builds its table (compiler reachable):
+at the first `import torch` where torch has no table of its own, else (from 2026-11-23's rows on) with `python -m
+torch_dlpack_bridge build` once `import torch` has kept torch's table; then runs the main job with building forbidden,
+from the cache.
 Last run on {today}: {wheel_list}. Each row keeps the date it was checked.
 
 | {' | '.join(columns)} |
