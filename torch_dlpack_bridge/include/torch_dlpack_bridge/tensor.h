@@ -127,38 +127,20 @@ struct complex32 {
   uint16_t real;  //!< float16 bits of the real part
   uint16_t imag;  //!< float16 bits of the imaginary part
 };
-/*! \brief float8 e3m4 bits. */
-struct float8_e3m4 {
+/*! \brief float8 bits of the DLPack format `Code` (kDLFloat8_e4m3fn, ...); named by the aliases below. */
+template <DLDataTypeCode Code>
+struct float8 {
+  static_assert(Code >= kDLFloat8_e3m4 && Code <= kDLFloat8_e8m0fnu, "tdb::float8: a DLPack float8 code");
   uint8_t bits;  //!< raw bits
 };
-/*! \brief float8 e4m3 bits. */
-struct float8_e4m3 {
-  uint8_t bits;  //!< raw bits
-};
-/*! \brief float8 e4m3b11fnuz bits. */
-struct float8_e4m3b11fnuz {
-  uint8_t bits;  //!< raw bits
-};
-/*! \brief float8 e4m3fn bits (torch.float8_e4m3fn). */
-struct float8_e4m3fn {
-  uint8_t bits;  //!< raw bits
-};
-/*! \brief float8 e4m3fnuz bits (torch.float8_e4m3fnuz). */
-struct float8_e4m3fnuz {
-  uint8_t bits;  //!< raw bits
-};
-/*! \brief float8 e5m2 bits (torch.float8_e5m2). */
-struct float8_e5m2 {
-  uint8_t bits;  //!< raw bits
-};
-/*! \brief float8 e5m2fnuz bits (torch.float8_e5m2fnuz). */
-struct float8_e5m2fnuz {
-  uint8_t bits;  //!< raw bits
-};
-/*! \brief float8 e8m0fnu bits (torch.float8_e8m0fnu). */
-struct float8_e8m0fnu {
-  uint8_t bits;  //!< raw bits
-};
+using float8_e3m4 = float8<kDLFloat8_e3m4>;  //!< float8 e3m4 bits
+using float8_e4m3 = float8<kDLFloat8_e4m3>;  //!< float8 e4m3 bits
+using float8_e4m3b11fnuz = float8<kDLFloat8_e4m3b11fnuz>;  //!< float8 e4m3b11fnuz bits
+using float8_e4m3fn = float8<kDLFloat8_e4m3fn>;  //!< float8 e4m3fn bits (torch.float8_e4m3fn)
+using float8_e4m3fnuz = float8<kDLFloat8_e4m3fnuz>;  //!< float8 e4m3fnuz bits (torch.float8_e4m3fnuz)
+using float8_e5m2 = float8<kDLFloat8_e5m2>;  //!< float8 e5m2 bits (torch.float8_e5m2)
+using float8_e5m2fnuz = float8<kDLFloat8_e5m2fnuz>;  //!< float8 e5m2fnuz bits (torch.float8_e5m2fnuz)
+using float8_e8m0fnu = float8<kDLFloat8_e8m0fnu>;  //!< float8 e8m0fnu bits (torch.float8_e8m0fnu)
 /*! \brief Two float4 e2m1fn values in one byte (torch.float4_e2m1fn_x2; DLPack code 17, bits 4, lanes 2). */
 struct float4_e2m1fn_x2 {
   uint8_t bits;  //!< two packed 4-bit values
@@ -173,16 +155,12 @@ struct float4_e2m1fn_x2 {
 TDB_TAG_DTYPE(float16, kDLFloat, 16, 1)
 TDB_TAG_DTYPE(bfloat16, kDLBfloat, 16, 1)
 TDB_TAG_DTYPE(complex32, kDLComplex, 32, 1)
-TDB_TAG_DTYPE(float8_e3m4, kDLFloat8_e3m4, 8, 1)
-TDB_TAG_DTYPE(float8_e4m3, kDLFloat8_e4m3, 8, 1)
-TDB_TAG_DTYPE(float8_e4m3b11fnuz, kDLFloat8_e4m3b11fnuz, 8, 1)
-TDB_TAG_DTYPE(float8_e4m3fn, kDLFloat8_e4m3fn, 8, 1)
-TDB_TAG_DTYPE(float8_e4m3fnuz, kDLFloat8_e4m3fnuz, 8, 1)
-TDB_TAG_DTYPE(float8_e5m2, kDLFloat8_e5m2, 8, 1)
-TDB_TAG_DTYPE(float8_e5m2fnuz, kDLFloat8_e5m2fnuz, 8, 1)
-TDB_TAG_DTYPE(float8_e8m0fnu, kDLFloat8_e8m0fnu, 8, 1)
 TDB_TAG_DTYPE(float4_e2m1fn_x2, kDLFloat4_e2m1fn, 4, 2)
 #undef TDB_TAG_DTYPE
+template <DLDataTypeCode Code>
+struct dtype_traits<float8<Code>> {
+  static constexpr DLDataType value{Code, 8, 1};
+};
 /*! \endcond */
 
 // ---------------------------------------------------------------------------------------------
