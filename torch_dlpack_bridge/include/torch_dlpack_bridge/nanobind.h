@@ -146,12 +146,32 @@ class NanobindKeptError {
 };
 
 /*!
+ * \brief What both argument casters hold: the value made by from_python, or a refusal kept to raise (as a
+ * pending tdb::Error) when the function asks for the value; nanobind takes the value through these operators.
+ */
+template <class T>
+class NanobindHeld {
+ public:
+  explicit operator T*() { return &value(); }
+  explicit operator T&() { return value(); }
+  explicit operator T&&() { return std::move(value()); }
+
+ protected:
+  T& value() {
+    if (error_.kept()) error_.raise();
+    return *value_;
+  }
+  std::optional<T> value_;
+  NanobindKeptError error_;
+};
+
+/*!
  * \brief The argument caster shared by TensorView and ManagedTensor. nanobind's from_python must not
  * throw, so a producer's refusal is kept aside as a Python exception (owned here) and raised, as a
  * pending tdb::Error, when the function asks for the value (nanobind translates it then).
  */
 template <class T>
-class NanobindArg {
+class NanobindArg : public NanobindHeld<T> {
  public:
   static constexpr auto Name = nanobind::detail::const_name("tensor");
   template <typename U>
@@ -172,8 +192,8 @@ class NanobindArg {
     PyObject* obj = src.ptr();  // (capturing nanobind's handle, a hidden-visibility type, would warn)
     if (!is_dlpack_tensor(obj)) return false;
     PyObject* ok = guard([this, obj]() -> PyObject* {
-      if constexpr (std::is_same_v<T, TensorView>) value_.emplace(obj, "tensor");
-      else value_.emplace(ManagedTensor::from_python(obj, "tensor"));
+      if constexpr (std::is_same_v<T, TensorView>) this->value_.emplace(obj, "tensor");
+      else this->value_.emplace(ManagedTensor::from_python(obj, "tensor"));
       return Py_None;  // borrowed: only a success marker
     });
     if (ok) return true;
@@ -184,20 +204,9 @@ class NanobindArg {
     }
     if (!refusal) refusal = make_refusal();
     if (!refusal) return false;  // out of memory making the error: nanobind's TypeError instead
-    error_.keep(refusal, cleanup);
+    this->error_.keep(refusal, cleanup);
     return true;
   }
-  explicit operator T*() { return &value(); }
-  explicit operator T&() { return value(); }
-  explicit operator T&&() { return std::move(value()); }
-
- private:
-  T& value() {
-    if (error_.kept()) error_.raise();
-    return *value_;
-  }
-  std::optional<T> value_;
-  NanobindKeptError error_;
 };
 
 /*!
@@ -207,7 +216,7 @@ class NanobindArg {
  * constraint is kept and raised, as a pending tdb::Error, when the function asks for the value.
  */
 template <class V, class... Ts>
-class NanobindTypedArg {
+class NanobindTypedArg : public NanobindHeld<V> {
  public:
   /*! \brief e.g. "tensor[dtype=float32, shape=(*, 3), order='C', device='cuda']" in signatures and errors. */
   static constexpr auto Name = nanobind::detail::const_name(Signature<Ts...>::value.text);
@@ -228,34 +237,23 @@ class NanobindTypedArg {
     if (!dlpack_tensor_table(obj, &api)) return false;
     const bool convert = (flags & static_cast<uint8_t>(nanobind::detail::cast_flags::convert)) != 0;
     PyObject* ok = guard([this, obj, api]() -> PyObject* {
-      value_.emplace(unchecked, obj, api, V::DefaultName);
+      this->value_.emplace(unchecked, obj, api, V::DefaultName);
       return Py_None;  // borrowed: only a success marker
     });
-    if (ok && V::satisfied_by(*value_)) return true;  // the fast path: one compare per constraint
+    if (ok && V::satisfied_by(*this->value_)) return true;  // the fast path: one compare per constraint
     if (!convert) {
       if (!ok) PyErr_Clear();  // another overload may take it; nanobind calls us again with convert if none does
-      value_.reset();
+      this->value_.reset();
       return false;
     }
-    if (ok) guard([this]() -> PyObject* { V::check(*value_); return Py_None; });  // sets the violation
+    if (ok) guard([this]() -> PyObject* { V::check(*this->value_); return Py_None; });  // sets the violation
     PyObject* error = fetch_exception();
     if (!error) error = make_refusal();
-    value_.reset();
+    this->value_.reset();
     if (!error) return false;  // out of memory making the error: nanobind's TypeError instead
-    error_.keep(error, cleanup);
+    this->error_.keep(error, cleanup);
     return true;
   }
-  explicit operator V*() { return &value(); }
-  explicit operator V&() { return value(); }
-  explicit operator V&&() { return std::move(value()); }
-
- private:
-  V& value() {
-    if (error_.kept()) error_.raise();
-    return *value_;
-  }
-  std::optional<V> value_;
-  NanobindKeptError error_;
 };
 
 }  // namespace detail
