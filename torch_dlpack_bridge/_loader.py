@@ -135,8 +135,7 @@ def load(package_version: str, defer_build: bool = False,
     try:
         return load_from_cache(target, folder, defer_build, retry_failed)
     except OSError as error:  # e.g. a file removed between two steps: still an ImportError, naming the path
-        raise ImportError(f"torch_dlpack_bridge: cannot use {error.filename or folder}: "
-                          f"{error.strerror or error}") from None
+        raise ImportError(f"torch_dlpack_bridge: {describe(error, folder)}") from None
 
 
 def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool,
@@ -150,7 +149,7 @@ def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool,
         except FileNotFoundError:
             pass  # nothing built yet
         except (_cache.Untrusted, OSError) as why:
-            problem = describe(why)
+            problem = describe(why, folder)
         if fd >= 0:
             try:
                 return with_origin(*open_cached(fd, target, path), path, "cache")
@@ -170,7 +169,7 @@ def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool,
             try:
                 fd = _cache.open_folder(cache_root(), os.path.basename(folder), create=True)
             except (_cache.Untrusted, OSError) as why:
-                problem = describe(why)
+                problem = describe(why, folder)
         if problem is not None:
             return build_private(target, problem)
         try:
@@ -187,9 +186,10 @@ def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool,
             os.close(fd)
 
 
-def describe(why: Exception) -> str:
+def describe(why: Exception, where: str) -> str:
+    """Why the cache folder `where` cannot be used, naming the path an OSError was about."""
     if isinstance(why, OSError):
-        return f"cannot use {why.filename}: {why.strerror or why}"
+        return f"cannot use {why.filename or where}: {why.strerror or why}"
     return str(why)
 
 
