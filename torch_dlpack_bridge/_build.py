@@ -197,16 +197,15 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tdb-build-", dir=os.path.dirname(os.path.abspath(output))) as tmp:
         flags = compile_flags(target)
-
-        running: Set[subprocess.Popen] = set()
+        commands = Commands()
 
         def compile_one(source: str) -> str:
             obj = os.path.join(tmp, os.path.basename(source) + ".o")
-            run([cxx, *flags, "-c", source, "-o", obj], log, timeout, running)
+            commands.run([cxx, *flags, "-c", source, "-o", obj], log, timeout)
             return obj
 
         def check_declarations() -> None:
-            run([cxx, *flags, "-fsyntax-only", os.path.join(src, "torch_python_check.cc")], log, timeout, running)
+            commands.run([cxx, *flags, "-fsyntax-only", os.path.join(src, "torch_python_check.cc")], log, timeout)
 
         pool = ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1)
         try:
@@ -214,13 +213,12 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
             objects = list(pool.map(compile_one, sources))
             checked.result()
         except BaseException:  # a failure, or Ctrl-C: the compilers still running are stopped, not waited for
-            for process in list(running):
-                stop(process)
+            commands.stop_all()
             raise
         finally:
             pool.shutdown(cancel_futures=True)  # after a failure, the sources not started yet are not compiled
         linked = os.path.join(tmp, os.path.basename(output))
-        run([cxx, *objects, "-o", linked, *link_flags(target)], log, timeout, running)
+        commands.run([cxx, *objects, "-o", linked, *link_flags(target)], log, timeout)
         os.chmod(linked, 0o755)  # whatever the umask: the loader refuses a library others could rewrite
         fsync(linked)
         os.replace(linked, output)
@@ -240,35 +238,54 @@ def fsync(path: str) -> None:
         os.close(fd)
 
 
-def run(command: Sequence[str], log=None, timeout: Optional[float] = None,
-        running: Optional[Set[subprocess.Popen]] = None) -> None:
-    """Runs one compiler command in a process group of its own (listed in `running` while it runs), so that
-    it can be stopped whole: the driver and the compiler proper it started, which holds the output pipe."""
-    with subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          start_new_session=True) as process:
-        if running is not None:
-            running.add(process)
+class Commands:
+    """The compiler commands of one build, each in a process group of its own, so that a failure or Ctrl-C
+    stops them all at once: the driver and the compiler proper it started (which holds the output pipe), and
+    no command starts after that."""
+
+    def __init__(self):
+        import threading
+
+        self._lock = threading.Lock()
+        self._running: Set[subprocess.Popen] = set()
+        self._stopped = False
+
+    def run(self, command: Sequence[str], log=None, timeout: Optional[float] = None) -> None:
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError("the build was stopped")
+            process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                       start_new_session=True)
+            self._running.add(process)
         try:
-            output, _ = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            stop(process)
-            if log is not None:
-                log.write(" ".join(command) + f"\ntimed out after {timeout:g} s\n")
-            raise BuildTimeout(f"{' '.join(command)}\ntimed out after {timeout:g} s (killed)") from None
-        except BaseException:
-            stop(process)
-            raise
+            with process:
+                try:
+                    output, _ = process.communicate(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    stop(process)
+                    if log is not None:
+                        log.write(" ".join(command) + f"\ntimed out after {timeout:g} s\n")
+                    raise BuildTimeout(f"{' '.join(command)}\ntimed out after {timeout:g} s (killed)") from None
+                except BaseException:
+                    stop(process)
+                    raise
         finally:
-            if running is not None:
-                running.discard(process)
-    if log is not None:
-        log.write(" ".join(command) + "\n" + output)
-    if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)}\nfailed with exit code {process.returncode}:\n{output[-4000:]}")
+            with self._lock:
+                self._running.discard(process)
+        if log is not None:
+            log.write(" ".join(command) + "\n" + output)
+        if process.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)}\nfailed with exit code {process.returncode}:\n{output[-4000:]}")
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self._stopped = True
+            for process in self._running:
+                stop(process)
 
 
 def stop(process: subprocess.Popen) -> None:
-    """Kills a command's whole process group (see run)."""
+    """Kills a command's whole process group (see Commands)."""
     import signal
 
     try:
