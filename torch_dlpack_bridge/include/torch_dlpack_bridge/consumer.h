@@ -8,14 +8,16 @@
  * Error convention: every helper that can fail throws `tdb::Error`. Wrap the body of each extension
  * function in `tdb::guard`, which turns any C++ exception into a Python exception and returns NULL:
  *
- *   static PyObject* axpy_(PyObject*, PyObject* args) {
- *     return tdb::guard([&]() -> PyObject* {
- *       tdb::TensorView x(PyTuple_GET_ITEM(args, 1), "x");   // borrowed, valid during this call
- *       tdb::check_dtype(x, tdb::kFloat32);                  // TypeError "argument 'x': ..."
- *       ...
- *       Py_RETURN_NONE;
- *     });
- *   }
+ * \code{.cpp}
+ * static PyObject* axpy_(PyObject*, PyObject* args) {
+ *   return tdb::guard([&]() -> PyObject* {
+ *     tdb::TensorView x(PyTuple_GET_ITEM(args, 1), "x");  // borrowed, valid during this call
+ *     tdb::check_dtype(x, tdb::kFloat32);                 // TypeError "argument 'x': ..."
+ *     // ...
+ *     Py_RETURN_NONE;
+ *   });
+ * }
+ * \endcode
  *
  * Producers: a tensor whose type publishes an exchange table (`__dlpack_c_exchange_api__`) is taken
  * through the table (tens of nanoseconds). Any other object whose type has a `__dlpack__` method (NumPy, JAX,
@@ -50,6 +52,8 @@
 
 #include "torch_dlpack_bridge/dlpack.h"
 
+/*! \cond INTERNAL */
+// Attribute macros for this header's own definitions (hidden from the reference: not for kernel code).
 // TDB_MODULE_LOCAL gives a function hidden visibility, so that its function-local statics belong to the shared
 // object that includes this header. Without it (a module built without -fvisibility=hidden, e.g. with
 // setuptools' default flags) GCC emits such a static as one "unique" symbol that the dynamic linker merges
@@ -67,6 +71,7 @@
 #else
 #define TDB_ALWAYS_INLINE
 #endif
+/*! \endcond */
 
 namespace tdb {
 

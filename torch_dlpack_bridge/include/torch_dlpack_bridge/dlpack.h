@@ -14,6 +14,7 @@
 #define TORCH_DLPACK_BRIDGE_DLPACK_H_
 
 #ifndef DLPACK_DLPACK_H_
+/*! \brief The include guard of the reference dlpack.h: an upstream dlpack.h included after this one is skipped. */
 #define DLPACK_DLPACK_H_
 
 #include <stddef.h>
@@ -24,12 +25,13 @@
 /*! \brief Minor version: a change means new enum values or table entries, same layout. */
 #define DLPACK_MINOR_VERSION 3
 
-/*! \brief Linkage macros of the reference header, kept because code written against it uses them. */
+/*! \brief `extern "C"` in C++ (a linkage macro of the reference header, kept for code that uses it). */
 #ifdef __cplusplus
 #define DLPACK_EXTERN_C extern "C"
 #else
 #define DLPACK_EXTERN_C
 #endif
+/*! \brief Empty (the reference header's export attribute, kept for code that uses it). */
 #define DLPACK_DLL
 
 /*! \brief Flag: the consumer must not write through the data pointer. */

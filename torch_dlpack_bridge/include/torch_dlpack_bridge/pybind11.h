@@ -3,8 +3,11 @@
  * \brief pybind11 type casters for tdb::TensorView and tdb::ManagedTensor (see consumer.h), so that bound
  *        functions take torch tensors (or any DLPack producer's tensors) without torch headers or a torch link:
  *
- *   #include <torch_dlpack_bridge/pybind11.h>
- *   m.def("axpy_", [](float a, tdb::TensorView x, tdb::TensorView y) { ... });
+ * \code{.cpp}
+ * #include <torch_dlpack_bridge/pybind11.h>
+ *
+ * m.def("axpy_", [](float a, tdb::TensorView x, tdb::TensorView y) { ... });
+ * \endcode
  *
  * Arguments:
  *  - `tdb::TensorView` (by value, `const&` or `&`): a non-owning view filled through the type's exchange

@@ -4,16 +4,20 @@
  *        and writability a kernel accepts, declared in its signature and checked when the argument is taken;
  *        plus accessors (`a(i, j)`) that a CUDA kernel can take by value. Header-only, torch-free, C++17.
  *
- *   #include <torch_dlpack_bridge/tensor.h>     // or pybind11.h / nanobind.h, which include it
+ * \code{.cpp}
+ * #include <torch_dlpack_bridge/tensor.h>  // or pybind11.h / nanobind.h, which include it
  *
- *   using Points = tdb::Tensor<const float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cpu>;
- *   using Out = tdb::Tensor<float, tdb::ndim<1>, tdb::device::cpu>;
+ * using Points = tdb::Tensor<const float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cpu>;
+ * using Out = tdb::Tensor<float, tdb::ndim<1>, tdb::device::cpu>;
  *
- *   void norms(Points p, Out out) {             // pybind11 / nanobind: the casters check the constraints
- *     auto a = p.view();                        // tdb::ContiguousView<const float, 2>: a(i, j)
- *     auto o = out.view();                      // tdb::StridedView<float, 1>: o(i), strides in elements
- *     for (int64_t i = 0; i < a.size(0); ++i) o(i) = std::sqrt(a(i, 0) * a(i, 0) + a(i, 1) * a(i, 1) + ...);
- *   }
+ * // pybind11 / nanobind: the casters check the constraints before the call
+ * void norms(Points p, Out out) {
+ *   auto a = p.view();    // tdb::ContiguousView<const float, 2>: a(i, j)
+ *   auto o = out.view();  // tdb::StridedView<float, 1>: o(i), strides in elements
+ *   for (int64_t i = 0; i < a.size(0); ++i)
+ *     o(i) = std::sqrt(a(i, 0) * a(i, 0) + a(i, 1) * a(i, 1) + a(i, 2) * a(i, 2));
+ * }
+ * \endcode
  *
  * The names follow nanobind's `nb::ndarray<float, nb::shape<-1, 3>, nb::c_contig, nb::device::cuda>`:
  * annotations come in any order after (or before) the element type, each at most once.
@@ -56,12 +60,14 @@
 #define TDB_HOST_DEVICE
 #endif
 
-/*! \brief Keeps the error path (string building) out of the callers of the checks. */
+/*! \cond INTERNAL */
+// TDB_NOINLINE keeps the error path (string building) out of the callers of the checks.
 #if defined(__GNUC__) || defined(__clang__)
 #define TDB_NOINLINE __attribute__((noinline))
 #else
 #define TDB_NOINLINE
 #endif
+/*! \endcond */
 
 namespace tdb {
 
@@ -72,8 +78,14 @@ namespace tdb {
 /*!
  * \brief The DLPack data type of the C++ element type `T`, as `static constexpr DLDataType value`. Defined
  * for the standard arithmetic types, std::complex<float|double> and the tag types below; specialize it for
- * your own types (`template <> struct tdb::dtype_traits<__nv_bfloat16> { static constexpr DLDataType value{
- * kDLBfloat, 16, 1}; };`). The second parameter is for partial specializations (enable_if).
+ * your own types. The second parameter is for partial specializations (enable_if).
+ *
+ * \code{.cpp}
+ * template <>
+ * struct tdb::dtype_traits<__nv_bfloat16> {
+ *   static constexpr DLDataType value{kDLBfloat, 16, 1};
+ * };
+ * \endcode
  */
 template <class T, class = void>
 struct dtype_traits {};
