@@ -520,3 +520,44 @@ def test_import_torch_returns_with_the_table_published_in_every_thread(first):
         state, stderr = fresh_json(code)
         assert state["errors"] == [] and published_ours(state), stderr[-3000:]
         assert state["seen"] == {"torch": state["ours"], "package": state["ours"]}, state
+
+
+# ---- `python -m torch_dlpack_bridge build`, however Python is started ----------------------------------
+
+def user_env(**env):
+    """The environment of a user's process (nothing of this test run's own), plus `env`."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DLPACK_BRIDGE_", "PYTHONPATH"))}
+    full_env.update(env)
+    return full_env
+
+
+@pytest.mark.parametrize("start", [["-m"], ["-um"], ["-Bm"], ["-X", "dev", "-m"], ["-Wd", "-m"]])
+def test_the_build_command_retries_a_recorded_failure_however_python_is_started(uncovered, tmp_path, start):
+    """The retry is decided by the command's own arguments, not by reading how the interpreter was started: with
+    a failure recorded, each way of running the module calls the compiler again and prints its new failure (not
+    the recorded one), exit status 1; `--help` after `build` builds nothing."""
+    env = user_env(**uncovered, TDB_TEST_NO_NATIVE="1", CXX=counting_compiler(tmp_path))
+    fresh_json("import torch; print(json.dumps(state()))", **uncovered, TDB_TEST_NO_NATIVE="1", CXX=env["CXX"])
+    recorded = calls(tmp_path)
+    assert recorded > 0
+    run = subprocess.run([sys.executable, *start, "torch_dlpack_bridge", "build"], capture_output=True, text=True,
+                         env=env, cwd=os.path.dirname(sys.executable), timeout=300)
+    assert run.returncode == 1 and calls(tmp_path) > recorded, run.stderr[-2000:]
+    assert len(progress_lines(run.stderr)) == 1 and "is not tried again" not in run.stderr, run.stderr[-2000:]
+    tried = calls(tmp_path)
+    helped = subprocess.run([sys.executable, *start, "torch_dlpack_bridge", "build", "--help"], capture_output=True,
+                            text=True, env=env, cwd=os.path.dirname(sys.executable), timeout=300)
+    assert helped.returncode == 0 and "usage:" in helped.stdout and calls(tmp_path) == tried, helped.stderr[-2000:]
+
+
+def test_a_package_run_with_dash_m_that_imports_this_one_gets_the_table_at_import(tmp_path):
+    """Only this package's own __main__ loads the table after reading its arguments: another package run with
+    `python -m` whose import imports this one finds the table published by that import."""
+    package = tmp_path / "other_tool"
+    package.mkdir()
+    (package / "__init__.py").write_text("import torch_dlpack_bridge\nPUBLISHED = torch_dlpack_bridge.active_provider()\n")
+    (package / "__main__.py").write_text("import json, other_tool\nprint(json.dumps(other_tool.PUBLISHED))\n")
+    run = subprocess.run([sys.executable, "-m", "other_tool"], capture_output=True, text=True,
+                         env=user_env(PYTHONPATH=str(tmp_path)), cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert set(json.loads(run.stdout.splitlines()[-1]).values()) == {"torch_dlpack_bridge"}, run.stdout

@@ -15,9 +15,16 @@ from __future__ import annotations
 
 import os
 
-import torch  # noqa: F401  (first: where this import runs the autoload hook, the hook imports _table whole)
+from . import _loader
 
-from . import _build, _table
+# `python -m torch_dlpack_bridge ...`: its __main__ loads the table once it has read its arguments, so that
+# `build` can retry a failed build that this import would otherwise raise (set before torch's import, inside
+# which the autoload hook publishes too).
+_loader.left_to_main = _loader.run_as_main(__name__)
+
+import torch  # noqa: E402,F401  (before _table: where this import runs the autoload hook, the hook imports _table whole)
+
+from . import _build, _table  # noqa: E402
 from ._table import (CAPSULE_ATTR, INT_ATTR, PREFER_ENV, active_provider, build_info, exchange_api,
                      exchange_api_address, install, uninstall)
 from ._table import native_capsule as _native_capsule
@@ -51,4 +58,4 @@ def get_cmake_dir() -> str:
 
 # The table library for the running torch (shipped, cached, or built once), published: an ImportError names
 # the cause. The hook (inside `import torch`) may have done it already, from another thread too.
-_table.publish_at_import(explicit=not _table.imported_by_hook())
+_table.publish_at_import(explicit=not _table.imported_by_hook())  # a no-op where __main__ loads it

@@ -3,7 +3,8 @@
 ``python -m torch_dlpack_bridge --includes`` prints the compiler flag for the consumer headers;
 ``python -m torch_dlpack_bridge bench`` runs a short version of the benchmark suite (benchmarks/);
 ``python -m torch_dlpack_bridge build`` builds the table library for the running torch into the cache, trying
-again after a failed build (the package's import, which runs first, does the work: see _loader.build_requested).
+again after a failed build. Run this way, the package's import leaves loading the table to main() (see
+_loader.left_to_main), which loads it once it has read its arguments.
 """
 
 from __future__ import annotations
@@ -17,12 +18,7 @@ from typing import Callable, List, Tuple
 import torch
 
 import torch_dlpack_bridge as bridge
-from torch_dlpack_bridge import _loader, _probe
-
-
-EPILOG = """subcommands:
-  bench [--help]   a short run of the benchmark suite (benchmarks/run.py runs the full one)
-  build            build the table library for this torch into the cache (again, after a failed build)"""
+from torch_dlpack_bridge import _loader, _probe, _table
 
 CPU = (1, 0)
 
@@ -155,26 +151,46 @@ def quick_timing() -> None:
     print(f"{'t.__dlpack__() from Python':34}{python_ns:22.1f}")
 
 
-def main(argv: List[str]) -> int:
-    if argv[:1] == ["bench"]:
-        from torch_dlpack_bridge import _bench
+def parser() -> argparse.ArgumentParser:
+    """The command line: options of the status run, and one subparser per subcommand (`dest="command"`;
+    `bench` passes what follows it to the benchmark's own parser)."""
+    top = argparse.ArgumentParser(prog="python -m torch_dlpack_bridge",
+                                  description="Status, a self-check of every table function, and a quick timing; "
+                                              "or one of the subcommands.")
+    top.add_argument("--includes", action="store_true", help="print the -I flag for the consumer headers")
+    top.add_argument("--cmake-dir", action="store_true",
+                     help="print the directory of torch_dlpack_bridgeConfig.cmake (for find_package)")
+    commands = top.add_subparsers(dest="command", metavar="COMMAND", title="subcommands")
+    commands.add_parser("build", help="build the table library for this torch into the cache (again, after a "
+                                      "failed build)",
+                        description="Builds the table library for the running torch into the cache, trying again "
+                                    "after a failed build; later processes load it from there.")
+    commands.add_parser("bench", add_help=False, prefix_chars="\0",  # every argument goes to _bench.main
+                        help="a short run of the benchmark suite (`bench --help`; benchmarks/run.py runs the full "
+                             "one)").add_argument("args", nargs="*")
+    return top
 
-        return _bench.main(argv[1:])
-    if argv == ["build"]:
-        return build()
-    parser = argparse.ArgumentParser(prog="python -m torch_dlpack_bridge", epilog=EPILOG,
-                                     description="Status, a self-check of every table function, and a quick timing.",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--includes", action="store_true", help="print the -I flag for the consumer headers")
-    parser.add_argument("--cmake-dir", action="store_true",
-                        help="print the directory of torch_dlpack_bridgeConfig.cmake (for find_package)")
-    args = parser.parse_args(argv)
+
+def main(argv: List[str]) -> int:
+    args = parser().parse_args(argv)
     if args.includes:
         print(f"-I{bridge.get_include()}")
         return 0
     if args.cmake_dir:
         print(bridge.get_cmake_dir())
         return 0
+    _loader.left_to_main = False
+    try:
+        _table.publish_at_import(explicit=True, retry_failed=args.command == "build")
+    except ImportError as error:
+        print(error, file=sys.stderr)
+        return 1
+    if args.command == "build":
+        return build()
+    if args.command == "bench":
+        from torch_dlpack_bridge import _bench
+
+        return _bench.main(args.args)
     status()
     print("\nself-check (this project's table, called from C):")
     results = self_check(bridge.exchange_api())

@@ -247,26 +247,24 @@ def notice_once(target: _build.TorchTarget, folder: str, fd: int) -> Optional[st
     return notice
 
 
-def build_requested() -> bool:
-    """True in `python -m torch_dlpack_bridge build`, the command that retries a failed build: the package's
-    import, which loads the table, runs before its __main__ can say so, hence the look at the command line
-    (sys.orig_argv; /proc on Python 3.9)."""
-    argv = getattr(sys, "orig_argv", None)
-    if argv is None:
-        try:
-            with open("/proc/self/cmdline", "rb") as f:
-                argv = [arg.decode(errors="replace") for arg in f.read().split(b"\0")[:-1]]
-        except OSError:
-            return False
-    options = iter(argv[1:])
-    for arg in options:
-        if arg == "-m" or (arg.startswith("-m") and len(arg) > 2):
-            module = arg[2:] or next(options, "")
-            return module == "torch_dlpack_bridge" and next(options, "") == "build"
-        if arg in ("-c", "-") or not arg.startswith("-"):
-            return False  # a command or script: what follows is its own arguments
-        if arg in ("-W", "-X"):
-            next(options, None)
+left_to_main = False
+"""True while `python -m torch_dlpack_bridge` imports the package: its __main__ loads the table once it has read
+its arguments (`build` retries a recorded failure), so the package's import leaves it (see run_as_main)."""
+
+
+def run_as_main(package: str) -> bool:
+    """True while Python imports `package` to run its __main__ for ``-m``, however Python was started (``-m``,
+    ``-um``, ``-I -m``, ``-X dev -m`` ...): Python sets sys.argv[0] to "-m" until the module is found (as its
+    documentation of ``-m`` says), and runpy's _get_module_details is asking for `package`.__main__ (not for a
+    module of another package whose import imports this one)."""
+    if sys.argv[:1] != ["-m"]:
+        return False
+    frame = sys._getframe(1)
+    while frame is not None:
+        if (frame.f_code.co_name == "_get_module_details" and frame.f_globals.get("__name__") == "runpy"
+                and frame.f_locals.get("mod_name") == f"{package}.__main__"):
+            return True
+        frame = frame.f_back
     return False
 
 
