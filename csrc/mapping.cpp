@@ -9,6 +9,7 @@
 #include <typeinfo>
 
 #include "errors.h"
+#include "torch_dlpack_bridge/names.h"
 
 namespace tdb {
 namespace {
@@ -56,9 +57,13 @@ int32_t dl_device_id_of(c10::Device device) {
 c10::ScalarType torch_dtype_of(DLDataType d, ErrorKind kind) {
   c10::ScalarType t;
   if (!scalar_type_of(d, t)) {
-    fail(kind, "DLPack dtype (code " + std::to_string(d.code) + ", bits " +
-                                           std::to_string(d.bits) + ", lanes " + std::to_string(d.lanes) +
-                                           ") has no torch equivalent");
+    // Vector types (lanes != 1) are named apart: torch has none, and a consumer that ignored lanes would
+    // read every lane as its own element. (torch's float4_e2m1fn_x2, two 4-bit lanes, is the one exception.)
+    const std::string why = d.lanes != 1 && d.code != kDLFloat4_e2m1fn
+                                ? " is a vector type; torch has no vector dtypes (only lanes == 1 is imported)"
+                                : " has no torch dtype";
+    fail(kind, "DLPack dtype (code " + std::to_string(d.code) + ", bits " + std::to_string(d.bits) + ", lanes " +
+                   std::to_string(d.lanes) + ") has no torch equivalent: " + dtype_name(d) + why);
   }
   return t;
 }
@@ -89,7 +94,8 @@ void row_major_strides(int32_t ndim, const int64_t* shape, int64_t* strides) {
 c10::Device device_of(DLDevice d) {
   c10::DeviceType type;
   if (!device_type_of(d.device_type, type)) {
-    fail(ErrorKind::Buffer, "DLPack device type " + std::to_string(d.device_type) + " has no torch equivalent");
+    fail(ErrorKind::Buffer, "DLPack device type " + std::to_string(d.device_type) + " (" +
+                                device_type_name(d.device_type) + ") has no torch equivalent");
   }
   if (type == c10::DeviceType::CPU) return c10::Device(type);
   if (!c10::impl::hasDeviceGuardImpl(type)) {

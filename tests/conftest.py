@@ -85,7 +85,7 @@ def cuda_device_0_expectation():
     import) on this torch, or None if it has a CUDA GPU: a CPU-only build has no cuda backend, a CUDA build
     on a machine without GPU has no device 0, a ROCm build exports kDLROCM and has no kDLCUDA."""
     if torch.version.hip is not None:
-        return BufferError, "DLPack device type 2 has no torch equivalent"
+        return BufferError, r"DLPack device type 2 \(cuda\) has no torch equivalent"
     if not torch.backends.cuda.is_built():
         return BufferError, "this torch has no cuda backend"
     if torch.cuda.device_count() == 0:

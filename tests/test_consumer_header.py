@@ -453,6 +453,9 @@ def test_checks_pass(probe, what, x, other):
     ((0, 32, 4), (10, 1), ("int32x4", "rocm:1")), ((10, 8, 1), (14, 0), ("float8_e4m3fn", "oneapi:0")),
     ((17, 4, 2), (12, 3), ("float4_e2m1fnx2", "ext_dev:3")), ((6, 8, 1), (3, 0), ("bool", "cuda_host:0")),
     ((99, 8, 1), (5, 0), ("dtype(code=99,bits=8)", "device_type_5:0")),
+    # added on DLPack's main after 1.3: kDLBcomplex 18; kDLTPU 19, kDLTPUHost 20, kDLAscend 21
+    ((18, 32, 1), (19, 0), ("bcomplex32", "tpu:0")), ((18, 64, 1), (20, 0), ("bcomplex64", "tpu_host:0")),
+    ((2, 16, 1), (21, 2), ("float16", "ascend:2")), ((2, 16, 1), (22, 0), ("float16", "device_type_22:0")),
 ])
 def test_dtype_and_device_names(probe, dtype, device, names):
     assert probe.names(dtype, device) == names

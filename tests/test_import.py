@@ -410,6 +410,10 @@ MALFORMED = {
     "ndim_65": (dict(shape=[1] * 64, strides=[1] * 64, ndim=65), ValueError, "ndim 65"),
     "unknown_device_type_99": (dict(device=(99, 0)), BufferError, "device type 99"),
     "opencl_device": (dict(device=(kDLOpenCL, 0)), BufferError, "device type 4"),
+    "float_4_lanes_is_a_vector_type": (dict(dtype=(2, 32, 4)), BufferError, "float32x4 is a vector type"),
+    "bcomplex_has_no_torch_dtype": (dict(dtype=(18, 32, 1)), BufferError, r"lanes 1\) .*: bcomplex32"),
+    "tpu_device": (dict(device=(19, 0)), BufferError, r"device type 19 \(tpu\)"),
+    "ascend_device": (dict(device=(21, 0)), BufferError, r"device type 21 \(ascend\)"),
     # no CUDA device 0 here: a CPU-only build lacks the backend (BufferError), a CUDA build without GPU the
     # device (ValueError); skipped where a CUDA GPU exists
     "cuda_without_a_gpu": (dict(device=(kDLCUDA, 0)), *(cuda_device_0_expectation() or (None, None))),

@@ -164,4 +164,4 @@ def test_rocm_stream_before_2_11_comes_from_libtorch_hip(mock_build, tmp_path):
     """)
     lines = out.splitlines()
     assert lines[0] == "0x5eed0001", out
-    assert lines[1] == "BufferError DLPack device type 2 has no torch equivalent", out
+    assert lines[1] == "BufferError DLPack device type 2 (cuda) has no torch equivalent", out

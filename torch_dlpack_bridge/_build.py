@@ -113,13 +113,13 @@ def sources_dir() -> str:
 
 
 def sources_digest(src: Optional[str] = None) -> str:
-    """A short digest of the table's sources and the DLPack headers they include."""
+    """A short digest of the table's sources and the project headers they include."""
     import hashlib
 
     src = src or sources_dir()
     digest = hashlib.sha256()
     include = os.path.join(PACKAGE_DIR, "include", "torch_dlpack_bridge")
-    for path in sorted(os.path.join(src, n) for n in os.listdir(src)) + [os.path.join(include, "dlpack.h")]:
+    for path in sorted(os.path.join(src, n) for n in os.listdir(src)) + [os.path.join(include, n) for n in ("dlpack.h", "names.h")]:
         if path.endswith((".cpp", ".cc", ".h")):
             with open(path, "rb") as f:
                 digest.update(f.read())

@@ -6,6 +6,9 @@
  * matches dlpack.h v1.3 byte for byte (checked by static asserts at the end). The declarations sit behind
  * the reference header's own include guard, so a translation unit that already included an upstream
  * dlpack.h >= 1.2 sees one definition of each type; an older upstream header is rejected with #error.
+ * The names DLPack's main branch added after 1.3 without a version bump (kDLBcomplex 18; kDLTPU 19,
+ * kDLTPUHost 20, kDLAscend 21) exist only where this header defined the types: code that must also compile
+ * after an upstream 1.3 header writes their numbers.
  *
  * Ownership in one sentence: a DLTensor owns nothing; a DLManagedTensorVersioned is owned by whoever
  * holds the pointer until that holder calls its deleter, exactly once.
@@ -73,6 +76,9 @@ typedef enum {
   kDLHexagon = 16,     /*!< Qualcomm Hexagon DSP */
   kDLMAIA = 17,        /*!< Microsoft MAIA */
   kDLTrn = 18,         /*!< AWS Trainium */
+  kDLTPU = 19,         /*!< Google TPU (DLPack main after 1.3, no version bump) */
+  kDLTPUHost = 20,     /*!< host memory pinned for a TPU (DLPack main after 1.3) */
+  kDLAscend = 21,      /*!< Huawei Ascend NPU (DLPack main after 1.3; torch_npu uses kDLExtDev today) */
 } DLDeviceType;
 
 /*! \brief A device: its type and its index among devices of that type (0 for host memory). */
@@ -101,6 +107,7 @@ typedef enum {
   kDLFloat6_e2m3fn = 15U,
   kDLFloat6_e3m2fn = 16U,
   kDLFloat4_e2m1fn = 17U,
+  kDLBcomplex = 18U, /*!< complex of two bfloat16 (DLPack main after 1.3, no version bump) */
 } DLDataTypeCode;
 
 /*! \brief Element type: `bits * lanes` bits per element, native byte order. bool is 8 bits. */
