@@ -39,13 +39,18 @@ def published_ours(state):
     return state["bridge_imported"] and state["capsule"] == state["int"] == state["ours"] is not None
 
 
+def user_env(**env):
+    """The environment of a user's process (nothing of this test run's own), plus `env`."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DLPACK_BRIDGE_", "PYTHONPATH"))}
+    full_env.update(env)
+    return full_env
+
+
 def fresh(code, **env):
     """Runs `code` in a new interpreter started as a user's would be (site-packages processed, no PYTHONPATH
     pointing at this checkout); returns the completed process."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DLPACK_BRIDGE_", "PYTHONPATH"))}
-    full_env.update(env)
     return subprocess.run([sys.executable, "-c", STATE + textwrap.dedent(code)], capture_output=True, text=True,
-                          env=full_env, cwd=os.path.dirname(sys.executable), timeout=300)
+                          env=user_env(**env), cwd=os.path.dirname(sys.executable), timeout=300)
 
 
 def fresh_json(code, **env):
@@ -370,6 +375,13 @@ def progress_lines(stderr):
     return [line for line in stderr.splitlines() if "building the exchange table" in line and ", about " in line]
 
 
+def package_lines(stderr):
+    """The lines of stderr that come from this package (its notices, warnings and the compiler output they quote)."""
+    lines = stderr.splitlines()
+    start = [i for i, line in enumerate(lines) if "torch_dlpack_bridge" in line]
+    return lines[start[0]:] if start else []
+
+
 def calls(tmp_path):
     path = tmp_path / "calls"
     return len(path.read_text().splitlines()) if path.exists() else 0
@@ -393,9 +405,9 @@ def test_hook_keeps_torchs_own_table_instead_of_compiling_says_so_once_and_publi
         assert time.monotonic() - start < 30 and calls(tmp_path) == 0
         assert not state["bridge_imported"] and state["capsule"] is not None and state["int"] is None, state  # torch's
         assert progress_lines(stderr) == [] and "RuntimeWarning" not in stderr, stderr
-        notices.append([line for line in stderr.splitlines() if "has a DLPack exchange table of its own" in line])
+        notices.append(package_lines(stderr))
     assert len(notices[0]) == 1 and notices[1] == [], notices
-    assert f"torch {NIGHTLY} has a DLPack exchange table" in notices[0][0]
+    assert f"torch {NIGHTLY} keeps its own DLPack exchange table" in notices[0][0]
     assert "`python -m torch_dlpack_bridge build` builds it once into" in notices[0][0]
     # What `python -m torch_dlpack_bridge build` leaves behind (a real build: test_build_command_...).
     folder, name = nightly_folder({"TORCH_DLPACK_BRIDGE_CACHE": uncovered["TORCH_DLPACK_BRIDGE_CACHE"]})
@@ -447,6 +459,49 @@ def test_failed_build_is_remembered_until_the_compiler_changes_or_the_build_comm
                                                                                           "PYTHONPATH"))}, **env),
                            cwd=os.path.dirname(sys.executable), timeout=300)
     assert calls(tmp_path) > second and retry.returncode != 0 and "failed" in retry.stderr, retry.stderr[-2000:]
+
+
+def test_after_a_failed_build_command_import_torch_says_one_line_once_and_keeps_torchs_table(uncovered, tmp_path):
+    """Where torch keeps its own table, a failure recorded by `python -m torch_dlpack_bridge build` is not
+    re-warned at every `import torch` with the compiler's command: over three imports, one line in all, saying
+    that the build failed, where its log is, and the command that tries again; torch's table stays published."""
+    if torch_dlpack_bridge._native_capsule() is None:
+        pytest.skip("this torch has no table of its own")
+    env = dict(uncovered, CXX=counting_compiler(tmp_path))
+    built = subprocess.run([sys.executable, "-m", "torch_dlpack_bridge", "build"], capture_output=True, text=True,
+                           env=user_env(**env), cwd=os.path.dirname(sys.executable), timeout=300)
+    assert built.returncode == 1 and "failed" in built.stderr and calls(tmp_path) > 0, built.stderr[-2000:]
+    tried = calls(tmp_path)
+    lines = []
+    for _ in range(3):
+        state, stderr = fresh_json("import torch; print(json.dumps(state()))", **env)
+        assert not state["bridge_imported"] and state["capsule"] is not None and state["int"] is None, state
+        lines += package_lines(stderr)
+    assert len(lines) == 1 and calls(tmp_path) == tried, lines
+    assert "failed on" in lines[0] and "build.log" in lines[0], lines
+    assert lines[0].endswith("`python -m torch_dlpack_bridge build` tries again."), lines
+
+
+def test_an_unusable_cache_is_named_with_its_mode_once_per_process_and_never_claimed_said_once(uncovered, tmp_path):
+    """A cache folder others may write cannot be used: each `import torch` (nothing can be recorded there) says
+    so in one line, naming the folder and its mode, where the build would go instead and what to set; no line
+    claims to be said once."""
+    if torch_dlpack_bridge._native_capsule() is None:
+        pytest.skip("this torch has no table of its own")
+    cache = tmp_path / "shared-cache"
+    cache.mkdir()
+    cache.chmod(0o777)
+    env = dict(uncovered, TORCH_DLPACK_BRIDGE_CACHE=str(cache), CXX=counting_compiler(tmp_path))
+    per_import = []
+    for _ in range(3):
+        state, stderr = fresh_json("import torch; print(json.dumps(state()))", **env)
+        assert not state["bridge_imported"] and state["capsule"] is not None and calls(tmp_path) == 0, state
+        per_import.append(package_lines(stderr))
+    assert [len(lines) for lines in per_import] == [1, 1, 1], per_import
+    line = per_import[0][0]
+    assert f"{cache} is writable by group or others (mode 777)" in line, line
+    assert "temporary folder for that one process only" in line and "TORCH_DLPACK_BRIDGE_CACHE" in line, line
+    assert "once for this torch" not in line and "said once" not in line, line
 
 
 def test_ctrl_c_during_the_build_at_import_leaves_torch_working_and_is_raised_after_the_import(uncovered, tmp_path):
@@ -523,13 +578,6 @@ def test_import_torch_returns_with_the_table_published_in_every_thread(first):
 
 
 # ---- `python -m torch_dlpack_bridge build`, however Python is started ----------------------------------
-
-def user_env(**env):
-    """The environment of a user's process (nothing of this test run's own), plus `env`."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DLPACK_BRIDGE_", "PYTHONPATH"))}
-    full_env.update(env)
-    return full_env
-
 
 @pytest.mark.parametrize("start", [["-m"], ["-um"], ["-Bm"], ["-X", "dev", "-m"], ["-Wd", "-m"]])
 def test_the_build_command_retries_a_recorded_failure_however_python_is_started(uncovered, tmp_path, start):

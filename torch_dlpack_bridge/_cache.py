@@ -85,7 +85,7 @@ def open_root(root: str, create: bool) -> int:
                     child = open_child(fd, name, create)
                 except OSError as error:
                     if error.errno not in (errno.ELOOP, errno.ENOTDIR):
-                        raise
+                        raise OSError(error.errno, error.strerror, path) from None  # the whole path, not `name`
                     info = os.stat(name, dir_fd=fd, follow_symlinks=False)
                     if not stat.S_ISLNK(info.st_mode):
                         raise Untrusted(f"{path} is not a folder") from None
@@ -119,7 +119,7 @@ def open_folder(root: str, name: str, create: bool) -> int:
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise Untrusted(f"{path} is a symbolic link or not a folder") from None
-            raise
+            raise OSError(error.errno, error.strerror, path) from None
     finally:
         os.close(root_fd)
     try:

@@ -111,7 +111,8 @@ def describe_python_abi(python_abi: str) -> str:
 class Deferred(ImportError):
     """Not a failure: torch has a table of its own and no library of this package is ready for it, so the
     table is not built inside `import torch` (it takes 20-60 s, which a process that needs 50 ns less per
-    tensor never wins back). `notice` is the line to print, or None where it was printed before."""
+    tensor never wins back), nor a recorded failure repeated. `notice` is the line to print, or None where it
+    was printed before (see deferral)."""
 
     def __init__(self, message: str, notice: Optional[str]):
         super().__init__(message)
@@ -159,11 +160,10 @@ def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool,
                 problem = str(why)
             except Unusable as why:
                 stale = str(why)
-            if problem is None and not retry_failed:
-                raise_if_failed_before(fd, target)
         if defer_build:
-            raise Deferred(f"torch_dlpack_bridge: not built for torch {target.version} yet; torch's own table "
-                           f"stays", notice_once(target, folder, fd if problem is None else -1))
+            raise deferral(target, folder, fd if problem is None else -1, problem)
+        if fd >= 0 and problem is None and not retry_failed:
+            raise_if_failed_before(fd, target)
         require_build_tools(target, stale or problem, "rebuilding it" if stale else "building one")
         if problem is None and fd < 0:
             try:
@@ -187,10 +187,24 @@ def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool,
 
 
 def describe(why: Exception, where: str) -> str:
-    """Why the cache folder `where` cannot be used, naming the path an OSError was about."""
-    if isinstance(why, OSError):
-        return f"cannot use {why.filename or where}: {why.strerror or why}"
-    return str(why)
+    """Why the cache folder `where` cannot be used, naming the path an OSError was about and, where permission
+    was refused, the owner and mode of that path or of the folder holding it."""
+    if not isinstance(why, OSError):
+        return str(why)
+    path = why.filename if isinstance(why.filename, str) and os.path.isabs(why.filename) else where
+    detail = ""
+    if isinstance(why, PermissionError):
+        import stat
+
+        for candidate in (path, os.path.dirname(path)):
+            try:
+                info = os.stat(candidate)
+            except OSError:
+                continue
+            detail = (f" ({candidate} belongs to uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}; this user "
+                      f"is uid {os.geteuid()})")
+            break
+    return f"cannot use {path}: {why.strerror or why}{detail}"
 
 
 BUILD_COMMAND = "python -m torch_dlpack_bridge build"
@@ -214,10 +228,16 @@ def build_key(target: _build.TorchTarget) -> str:
     return hashlib.sha256(json.dumps(command).encode()).hexdigest()[:16]
 
 
+def recorded_failure(folder: int, target: _build.TorchTarget) -> Optional[Dict[str, str]]:
+    """The failure recorded in the open cache folder for the same build, if any."""
+    record = _cache.read_record(folder, FAILED_RECORD)
+    return record if record is not None and record.get("key") == build_key(target) else None
+
+
 def raise_if_failed_before(folder: int, target: _build.TorchTarget) -> None:
     """ImportError repeating a failure recorded in the open cache folder for the same build, at no cost."""
-    record = _cache.read_record(folder, FAILED_RECORD)
-    if record is None or record.get("key") != build_key(target):
+    record = recorded_failure(folder, target)
+    if record is None:
         return
     raise ImportError(f"torch_dlpack_bridge: building the exchange table for torch {target.version} failed on "
                       f"{record.get('when')} (log: {record.get('log')}); it is not tried again until torch, this "
@@ -225,26 +245,38 @@ def raise_if_failed_before(folder: int, target: _build.TorchTarget) -> None:
                       f"was:\n{record.get('error')}")
 
 
-def notice_once(target: _build.TorchTarget, folder: str, fd: int) -> Optional[str]:
-    """The line that tells why ours is not published and what to run: returned once per cache folder
-    (recorded there), or every time where the cache cannot be used."""
-    notice = (f"torch_dlpack_bridge: torch {target.version} has a DLPack exchange table of its own and no "
-              f"library of this package is built for it yet{uncovered_reason(target)}, so torch's table stays "
-              f"published (building ours takes 20-60 s, too long for `import torch`). `{BUILD_COMMAND}` builds "
-              f"it once into {folder}; later processes then publish it. This is said once for this torch.")
+def deferral(target: _build.TorchTarget, folder: str, fd: int, problem: Optional[str]) -> Deferred:
+    """Deferred, where torch has a table of its own and no library of this package is ready, with the one line
+    `import torch` prints: what is the case and the one command that changes it. Said once per cache folder
+    (one per torch version: recorded there); where the cache cannot be used (`problem`) nothing can be
+    recorded, so it is said once per process (the hook runs once), with why and where a build would go."""
+    case = f"torch_dlpack_bridge: torch {target.version} keeps its own DLPack exchange table"
+    message = f"torch_dlpack_bridge: not built for torch {target.version}; torch's own table stays"
     opened = -1
     try:
-        if fd < 0:
+        if fd < 0 and problem is None:
             fd = opened = _cache.open_folder(cache_root(), os.path.basename(folder), create=True)
-        if _cache.read_record(fd, NOTICE_RECORD) is not None:
-            return None
-        _cache.write_record(fd, NOTICE_RECORD, {"torch": target.version})
-    except (_cache.Untrusted, OSError):
-        pass
+        if problem is None:
+            if _cache.read_record(fd, NOTICE_RECORD) is not None:
+                return Deferred(message, None)
+            _cache.write_record(fd, NOTICE_RECORD, {"torch": target.version})
+    except (_cache.Untrusted, OSError) as why:
+        if problem is None and fd < 0:
+            problem = describe(why, folder)
     finally:
         if opened >= 0:
             os.close(opened)
-    return notice
+    if problem is not None:
+        return Deferred(message, f"{case}: this package's cache cannot be used ({problem}), so `{BUILD_COMMAND}` "
+                                 f"would build ours into a temporary folder for that one process only; set "
+                                 f"{CACHE_ENV} to a folder of yours, then `{BUILD_COMMAND}` builds it once for all.")
+    failed = recorded_failure(fd, target)
+    if failed is not None:
+        return Deferred(message, f"{case}: building this package's for it failed on {failed.get('when')} (log: "
+                                 f"{failed.get('log')}); `{BUILD_COMMAND}` tries again.")
+    return Deferred(message, f"{case}: no library of this package is built for it yet{uncovered_reason(target)}, "
+                             f"and building one takes 20-60 s, too long for `import torch`; `{BUILD_COMMAND}` builds it once into "
+                             f"{folder}, then later processes publish it.")
 
 
 left_to_main = False
