@@ -3,17 +3,20 @@ headers only), and that same .so then runs under the torch of this environment (
 table, this project's or torch's own) and under another torch minor in a second venv (2.9.1 by default:
 no native table and no torch_dlpack_bridge built for it, so through the standard __dlpack__ protocol).
 
-The second venv gets `pip install torch==2.9.1 numpy` from the registry: on Linux that is the CUDA build with
-its nvidia-* packages (about 3 GB; about 3 minutes here), because a CUDA torch does not import without its CUDA
-libraries and the registry has no CPU build. The test is skipped, saying why, where the registry cannot be
-reached. TDB_ONE_BINARY_TORCH picks the other torch version; TDB_ONE_BINARY_PYTHON names an existing
-interpreter that already has it (no venv set-up); TDB_ONE_BINARY_FIND_LINKS a directory of local wheels.
-TDB_ONE_BINARY_WITH_BRIDGE=1 also builds torch_dlpack_bridge for the other torch (several minutes of compiling,
-so not in CI by default) and checks that the same binary then goes through this project's table there too.
+The second torch is opt-in, so that the README's test command downloads nothing: TDB_TEST_SECOND_TORCH=1 makes
+a venv and runs `pip install torch==2.9.1 numpy` from the registry (on Linux that is the CUDA build with its
+nvidia-* packages, about 3 GB to download and 6.8 GB on disk, because a CUDA torch does not import without its
+CUDA libraries and the registry has no CPU build); the venv is removed when the test is done. .ci/run runs it.
+It is skipped, saying why, where the registry cannot be reached. TDB_ONE_BINARY_TORCH picks the other torch
+version; TDB_ONE_BINARY_PYTHON names an existing interpreter that already has it (no venv, no download, no
+opt-in needed); TDB_ONE_BINARY_FIND_LINKS a directory of local wheels. TDB_ONE_BINARY_WITH_BRIDGE=1 also
+builds torch_dlpack_bridge for the other torch (several minutes of compiling, so not in CI by default) and
+checks that the same binary then goes through this project's table there too.
 """
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -73,12 +76,28 @@ def binary(tmp_path_factory):
     return site, so
 
 
+SECOND_TORCH_ENV = "TDB_TEST_SECOND_TORCH"
+
+
 @pytest.fixture(scope="module")
 def other_python(tmp_path_factory):
+    """An interpreter with the other torch: TDB_ONE_BINARY_PYTHON, or (opt-in) a venv made for the test and
+    removed after it."""
     given = os.environ.get("TDB_ONE_BINARY_PYTHON")
     if given:
-        return given
+        yield given
+        return
+    if os.environ.get(SECOND_TORCH_ENV) != "1":
+        pytest.skip(f"opt-in ({SECOND_TORCH_ENV}=1): installs torch {OTHER_TORCH} from the registry into a "
+                    f"temporary venv (the CUDA build: about 3 GB to download, 6.8 GB on disk); .ci/run runs it")
     venv = tmp_path_factory.mktemp("venv_torch_" + OTHER_TORCH.replace(".", "_"))
+    try:
+        yield install_other_torch(venv)
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)  # pytest keeps its last three temporary folders: not 3 x 6.8 GB
+
+
+def install_other_torch(venv):
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = str(venv / "bin" / "python")
     cmd = [python, "-m", "pip", "install", "--quiet", f"torch=={OTHER_TORCH}", "numpy"]
