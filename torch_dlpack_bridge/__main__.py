@@ -2,6 +2,7 @@
 
 ``python -m torch_dlpack_bridge --includes`` prints the compiler flag for the consumer headers;
 ``python -m torch_dlpack_bridge bench`` runs a short version of the benchmark suite (benchmarks/);
+``python -m torch_dlpack_bridge check [TARGET]`` runs the conformance cases on a DLPack exchange table (check/);
 ``python -m torch_dlpack_bridge build`` builds the table library for the running torch into the cache, trying
 again after a failed build. Run this way, the package's import leaves loading the table to main() (see
 _loader.left_to_main), which loads it once it has read its arguments.
@@ -168,6 +169,9 @@ def parser() -> argparse.ArgumentParser:
     commands.add_parser("bench", add_help=False, prefix_chars="\0",  # every argument goes to _bench.main
                         help="a short run of the benchmark suite (`bench --help`; benchmarks/run.py runs the full "
                              "one)").add_argument("args", nargs="*")
+    commands.add_parser("check", add_help=False, prefix_chars="\0",  # every argument goes to check.main
+                        help="conformance cases for a DLPack exchange table: this project's (default), torch's own, "
+                             "paddle, cuda.core, ... (`check --help`)").add_argument("args", nargs="*")
     return top
 
 
@@ -179,6 +183,10 @@ def main(argv: List[str]) -> int:
     if args.cmake_dir:
         print(bridge.get_cmake_dir())
         return 0
+    if args.command == "check":  # the cases run in their own interpreters, each publishing what it checks
+        from torch_dlpack_bridge import check
+
+        return check.main(args.args)
     _loader.left_to_main = False
     try:
         _table.publish_at_import(explicit=True, retry_failed=args.command == "build")

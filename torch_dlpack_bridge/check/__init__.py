@@ -1,0 +1,72 @@
+"""A conformance check for any DLPack exchange table (``DLPackExchangeAPI``):
+``python -m torch_dlpack_bridge check [TARGET]``.
+
+TARGET is ``torch`` (this project's table, the default), ``torch-native`` (torch's own), ``torch-c-dlpack-ext``,
+``paddle``, ``cuda.core``, or ``module:function`` returning a :class:`~torch_dlpack_bridge.check.targets.Target`.
+Each case (``cases.CASES``) is PASS, FAIL (what was expected, what was seen) or SKIP (why). The cases run in a
+separate interpreter (``runner``), so a producer that crashes fails its case instead of ending the check.
+
+This package imports neither torch nor the rest of torch_dlpack_bridge: a framework's environment runs it from
+a checkout with ``python -c "import runpy; runpy.run_path('torch_dlpack_bridge/check/__main__.py')" paddle``
+or, from Python, through :func:`run`. For a framework's own pytest suite see ``pytest_entry``.
+
+>>> from torch_dlpack_bridge.check import run
+>>> report = run("torch")  # doctest: +SKIP
+>>> [r["status"] for r in report["results"]]  # doctest: +SKIP
+['PASS', 'PASS', ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from typing import Dict, List, Optional
+
+from .cases import CASES, NAMES
+from .runner import failed, run
+
+__all__ = ["CASES", "NAMES", "format_table", "main", "run"]
+
+
+def format_table(report: Dict, width: int = 110) -> str:
+    """The report as a terminal table: status, case, then what was expected and seen (or why skipped)."""
+    versions = ", ".join(f"{k} {v}" for k, v in report["versions"].items())
+    lines = [f"DLPack exchange table conformance: {report['target']} ({versions}; Python {report['python']})"]
+    if report["error"]:
+        lines.append(f"  ERROR {report['error']}")
+    name_width = max(len(n) for n in NAMES)
+    for r in report["results"]:
+        head = f"  {r['status']:<4}  {r['case']:<{name_width}}  "
+        body = textwrap.wrap(r["detail"], max(30, width - len(head))) or [""]
+        lines.append(head + body[0])
+        lines += [" " * len(head) + more for more in body[1:]]
+    counts = {s: sum(r["status"] == s for r in report["results"]) for s in ("PASS", "FAIL", "SKIP")}
+    lines.append(f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """The `check` command; exit status 0 only when no case fails (2: the target could not be set up)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m torch_dlpack_bridge check",
+        description="Checks a framework's DLPack exchange table (DLPackExchangeAPI) case by case.",
+        epilog="cases:\n" + "\n".join(f"  {name:<30} {what}" for name, _, what in CASES),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target", nargs="?", default="torch",
+                        help="torch (this project's table; default), torch-native (torch's own), torch-c-dlpack-ext, "
+                             "paddle, cuda.core, or module:function returning a Target")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--case", action="append", choices=NAMES, metavar="CASE", help="run only this case "
+                        "(repeatable)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds for all cases (default 600)")
+    args = parser.parse_args(argv)
+    try:
+        report = run(args.target, args.case, timeout=args.timeout)
+    except (ValueError, ImportError, AttributeError, TypeError) as error:  # a TARGET that names nothing usable
+        parser.error(str(error))
+    print(json.dumps(report, indent=1) if args.json else format_table(report))
+    if report["error"]:
+        return 2
+    return 1 if failed(report) else 0
