@@ -87,7 +87,8 @@ with open(os.path.join(HERE, "_build", "cpp-headers.md"), "w") as f:
 # The command line page shows `--help` as the installed package prints it.
 GENERATED = os.path.join(HERE, "_build", "generated")
 os.makedirs(GENERATED, exist_ok=True)
-for name, args in (("cli-help.txt", ["--help"]), ("cli-bench-help.txt", ["bench", "--help"])):
+for name, args in (("cli-help.txt", ["--help"]), ("cli-bench-help.txt", ["bench", "--help"]),
+                   ("cli-check-help.txt", ["check", "--help"])):
     text = subprocess.run([sys.executable, "-m", "torch_dlpack_bridge", *args], check=True, capture_output=True,
                           text=True, env=dict(os.environ, COLUMNS="100")).stdout
     with open(os.path.join(GENERATED, name), "w") as f:

@@ -73,7 +73,8 @@ def test_planted_defect_fails_its_case(defect):
 
 
 def test_a_crash_fails_its_case_and_the_check_goes_on():
-    report = runner.run(f"{PLANTED}:deleter_needs_gil", ["header.version", "ownership.other-thread", "header.functions"])
+    report = runner.run(f"{PLANTED}:deleter_needs_gil",
+                        ["header.version", "ownership.other-thread", "header.functions"])
     statuses = {r["case"]: (r["status"], r["detail"]) for r in report["results"]}
     assert statuses["header.version"][0] == "PASS" and statuses["header.functions"][0] == "PASS", statuses
     assert statuses["ownership.other-thread"][0] == "FAIL"

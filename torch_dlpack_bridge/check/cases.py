@@ -65,7 +65,8 @@ def differences(ref: Dict[str, Any], got: Dict[str, Any], with_flags: bool) -> L
     are elements, strides only of dims with more than one element (others are never used)."""
     if got.get("ndim") != ref["ndim"]:
         return [f"ndim {ref['ndim']} expected, {got.get('ndim')} seen"]
-    out = [f"{key} {ref[key]} expected, {got[key]} seen" for key in ("shape", "dtype", "device") if ref[key] != got[key]]
+    out = [f"{key} {ref[key]} expected, {got[key]} seen"
+           for key in ("shape", "dtype", "device") if ref[key] != got[key]]
     n = numel(ref["shape"])
     if n > 0 and ref["address"] != got["address"]:
         out.append(f"data+byte_offset {ref['address']:#x} expected, {got['address']:#x} seen "
@@ -83,10 +84,14 @@ def differences(ref: Dict[str, Any], got: Dict[str, Any], with_flags: bool) -> L
     return out
 
 
-def _report(failures: List[str], checked: int, what: str) -> str:
+def _grouped(failures: Dict[str, List[str]], checked: int, what: str) -> str:
+    """PASS detail, or Fail with the failures grouped: "what went wrong for labels" (six groups at most)."""
     if failures:
-        shown = "; ".join(failures[:4]) + (f"; and {len(failures) - 4} more" if len(failures) > 4 else "")
-        raise Fail(f"{len(failures)} of {checked} {what}: {shown}")
+        count = len({label for labels in failures.values() for label in labels})
+        shown = [f"{problem} for {', '.join(labels[:4])}{f' and {len(labels) - 4} more' if len(labels) > 4 else ''}"
+                 for problem, labels in failures.items()]
+        raise Fail(f"{count} of {checked} {what}: " + "; ".join(shown[:6]) +
+                   (f"; and {len(shown) - 6} more" if len(shown) > 6 else ""))
     return f"{checked} {what} agree"
 
 
@@ -167,21 +172,23 @@ def header_functions(ctx: Context) -> str:
 
 def _corpus_case(ctx: Context, export: Callable[[Any], Tuple[_abi.Outcome, Optional[Dict[str, Any]]]],
                  with_flags: bool) -> str:
-    failures, checked = [], 0
-    for label, obj, ref, refusal, _capsule in ctx.corpus():
+    failures: Dict[str, List[str]] = {}  # what went wrong -> the tensors it went wrong for
+    corpus = ctx.corpus()
+    for label, obj, ref, refusal, _capsule in corpus:
         outcome, got = export(obj)
-        checked += 1
+        seen = "an export" if outcome.ok else (type(outcome.error).__name__ if outcome.error else str(outcome))
         if ref is None:
             if outcome.ok:
-                failures.append(f"{label}: __dlpack__ refuses it ({type(refusal).__name__}), the table exports it")
+                failures.setdefault(f"a refusal expected (as __dlpack__: {type(refusal).__name__}), an export seen",
+                                    []).append(label)
             elif isinstance(refusal, BufferError) and not _is_buffer_error(outcome.error):
-                failures.append(f"{label}: BufferError expected (as __dlpack__), {outcome} seen")
-            continue
-        if not outcome.ok:
-            failures.append(f"{label}: exported by __dlpack__, refused by the table ({outcome})")
-            continue
-        failures += [f"{label}: {d}" for d in differences(ref, got, with_flags)]
-    return _report(failures, checked, "tensors")
+                failures.setdefault(f"BufferError expected (as __dlpack__), {seen} seen", []).append(label)
+        elif not outcome.ok:
+            failures.setdefault(f"an export expected (as __dlpack__), {outcome} seen", []).append(label)
+        else:
+            for d in differences(ref, got, with_flags):
+                failures.setdefault(d, []).append(label)
+    return _grouped(failures, len(corpus), "tensors")
 
 
 def export_dltensor(ctx: Context) -> str:
@@ -255,7 +262,7 @@ def _export_sample(ctx: Context, value: float):
 def ownership_deleter_releases(ctx: Context) -> str:
     source, managed = _export_sample(ctx, 1.0)
     try:
-        ref = weakref.ref(source)
+        ref = weakref.ref(ctx.target.owner(source))
     except TypeError:
         managed.release()
         raise Skip(f"{type(source).__name__} takes no weak references: what the deleter releases is not seen")
@@ -392,7 +399,8 @@ def _prototype(dtype, shape, device=(1, 0)) -> Tuple[_abi.DLTensor, Any]:
 def allocator_prototype(ctx: Context) -> str:
     table = ctx.need("managed_tensor_allocator")
     dtypes = sorted({ref["dtype"] for _, _, ref, _, _ in ctx.corpus() if ref is not None})
-    failures, checked = [], 0
+    failures: Dict[str, List[str]] = {}
+    checked = 0
     for dtype in dtypes:
         for shape in ((), (0,), (3, 5), (2, 1, 4)):
             prototype, _keep = _prototype(dtype, shape)
@@ -400,29 +408,30 @@ def allocator_prototype(ctx: Context) -> str:
             checked += 1
             label = f"{dtype} {shape}"
             if not outcome.ok or managed is None:
-                failures.append(f"{label}: an allocation expected, {outcome} seen (SetError: {errors})")
+                failures.setdefault(f"an allocation expected, {outcome} seen (SetError: {errors})", []).append(label)
                 continue
             try:
                 d = describe(managed.struct.dl_tensor)
                 if errors:
-                    failures.append(f"{label}: no SetError call on success expected, {errors} seen")
+                    failures.setdefault(f"no SetError call on success expected, {errors} seen", []).append(label)
                 if (d["shape"], d["dtype"], d["device"]) != (shape, dtype, (1, 0)):
-                    failures.append(f"{label}: shape, dtype, device {shape} {dtype} (1, 0) expected, "
-                                    f"{d['shape']} {d['dtype']} {d['device']} seen")
+                    seen = f"{d['shape']} {d['dtype']} {d['device']}"
+                    failures.setdefault(f"the prototype's shape, dtype, device expected, {seen} seen", []).append(label)
                     continue
                 if numel(shape) > 0 and not d["address"]:
-                    failures.append(f"{label}: memory expected, NULL data seen")
+                    failures.setdefault("memory expected, NULL data seen", []).append(label)
                 row_major, step = [], 1
                 for size in reversed(shape):
                     row_major.insert(0, step)
                     step *= size
                 used = [i for i, size in enumerate(shape) if size > 1]
-                if d["strides"] is None and shape or [d["strides"][i] for i in used] != [row_major[i] for i in used]:
-                    failures.append(f"{label}: compact row-major strides {tuple(row_major)} expected, "
-                                    f"{d['strides']} seen")
+                strides = d["strides"]
+                if (strides is None and shape) or (strides and [strides[i] for i in used] !=
+                                                   [row_major[i] for i in used]):
+                    failures.setdefault(f"compact row-major strides expected, {strides} seen", []).append(label)
             finally:
                 managed.release()
-    return _report(failures, checked, "allocations")
+    return _grouped(failures, checked, "allocations")
 
 
 def allocator_impossible(ctx: Context) -> str:
@@ -543,16 +552,16 @@ def threads_concurrent_exports(ctx: Context) -> str:
 
 CaseFn = Callable[[Context], str]
 CASES: List[Tuple[str, CaseFn, str]] = [
-    ("publish.capsule", publish_capsule, "__dlpack_c_exchange_api__ is a PyCapsule named dlpack_exchange_api"),
-    ("publish.legacy-int", publish_legacy_int, "__c_dlpack_exchange_api__, if present, is an int of the same table"),
+    ("publish.capsule", publish_capsule, "`__dlpack_c_exchange_api__` is a `PyCapsule` named `dlpack_exchange_api`"),
+    ("publish.legacy-int", publish_legacy_int, "`__c_dlpack_exchange_api__`, if present, is an int of the same table"),
     ("header.version", header_version, "the header's version is 1.x with x >= 2"),
-    ("header.prev-api", header_prev_api, "prev_api is a chain of older versions ending in NULL"),
+    ("header.prev-api", header_prev_api, "`prev_api` is a chain of older versions ending in NULL"),
     ("header.functions", header_functions, "every required function pointer is set"),
-    ("export.dltensor", export_dltensor, "dltensor_from_py_object_no_sync agrees with __dlpack__() on the corpus"),
+    ("export.dltensor", export_dltensor, "`dltensor_from_py_object_no_sync` agrees with `__dlpack__()` on the corpus"),
     ("export.managed", export_managed,
-     "managed_tensor_from_py_object_no_sync agrees with __dlpack__() on the corpus (flags too)"),
+     "`managed_tensor_from_py_object_no_sync` agrees with `__dlpack__()` on the corpus (flags too)"),
     ("export.refuses-undescribable", export_refuses_undescribable,
-     "views DLPack cannot describe are refused with BufferError"),
+     "views DLPack cannot describe are refused with `BufferError`"),
     ("ownership.deleter-releases", ownership_deleter_releases, "the export's deleter releases the source"),
     ("ownership.other-thread", ownership_release_on_other_thread,
      "the deleter works on another thread, called without the GIL"),
@@ -561,15 +570,15 @@ CASES: List[Tuple[str, CaseFn, str]] = [
     ("ownership.interpreter-exit", ownership_release_at_exit,
      "deleters called at interpreter exit (atexit, finalization) do not crash"),
     ("import.shares-memory", to_python_shares_memory,
-     "managed_tensor_to_py_object_no_sync shares memory and calls the deleter once"),
+     "`managed_tensor_to_py_object_no_sync` shares memory and calls the deleter once"),
     ("import.owns-on-failure", to_python_owns_on_failure,
-     "managed_tensor_to_py_object_no_sync calls the deleter once when it fails"),
+     "`managed_tensor_to_py_object_no_sync` calls the deleter once when it fails"),
     ("allocator.prototype", allocator_prototype, "the allocator honours the prototype's shape, dtype and device"),
     ("allocator.impossible", allocator_impossible,
-     "an impossible request returns -1 through SetError, no Python exception left set"),
+     "an impossible request returns -1 through `SetError`, no Python exception left set"),
     ("errors.wrong-type", errors_wrong_type, "a wrong object type gives -1 with a Python exception"),
     ("stream.current-work-stream", stream_current_work_stream,
-     "current_work_stream answers for each device type here (NULL allowed for CPU)"),
+     "`current_work_stream` answers for each device type here (NULL allowed for CPU)"),
     ("threads.concurrent-exports", threads_concurrent_exports, "exports from 8 threads at once agree"),
 ]
 NAMES = [name for name, _, _ in CASES]

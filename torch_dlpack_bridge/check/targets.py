@@ -50,6 +50,10 @@ class Target:
     def table_type(self) -> type:
         return type(self.sample(0.0))
 
+    def owner(self, tensor: Any) -> Any:
+        """The object whose lifetime shows what an export keeps alive (the tensor itself, by default)."""
+        return tensor
+
 
 class Torch(Target):
     """torch tensors, with the table published by `publisher`: "bridge" (this package), "native" (torch's
@@ -206,6 +210,9 @@ class CudaCore(Target):
         import numpy as np
 
         return self.view(np.full(SAMPLE_SIZE, value, dtype=np.float32))
+
+    def owner(self, tensor: Any) -> Any:
+        return tensor.exporting_obj  # the NumPy array (a view takes no weak references)
 
 
 def _distribution_version(distribution: str, module: Any) -> str:
