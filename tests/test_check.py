@@ -16,6 +16,7 @@ from torch_dlpack_bridge.check import NAMES, cases, runner
 from torch_dlpack_bridge.check.pytest_entry import conformance_tests
 
 PLANTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "planted.py")
+REPO = os.path.dirname(os.path.dirname(PLANTED))
 HAS_NATIVE = torch_dlpack_bridge._native_capsule() is not None
 
 
@@ -109,3 +110,12 @@ def test_torch_native_table_shows_its_known_defects():
     for case in ("publish.capsule", "header.version", "header.prev-api", "header.functions", "import.shares-memory",
                  "allocator.prototype", "threads.concurrent-exports"):
         assert results[case]["status"] == "PASS", results[case]
+
+
+def test_checker_runs_without_torch():
+    """A framework's environment need not have torch: the checker, run by path, imports none of it."""
+    block = "import runpy, sys; sys.modules['torch'] = None; sys.argv = ['check', '--help']; " \
+            f"runpy.run_path({os.path.join(REPO, 'torch_dlpack_bridge', 'check', '__main__.py')!r}, run_name='__main__')"
+    result = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "threads.concurrent-exports" in result.stdout
