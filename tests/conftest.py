@@ -130,3 +130,15 @@ def tdbdev_state(tdbdev):
     for i, stream in zip(devices, streams):
         tdbdev.set_current_stream(i, stream)
     tdbdev.set_device(device)
+
+
+@pytest.fixture(scope="session")
+def typed_modules(tmp_path_factory):
+    """{flavour: module}: tests/typed_tensor_module.cpp built once per binding library (tests/typed_tensor_build.py)."""
+    import typed_tensor_build
+    from example_packages import import_from
+
+    if typed_tensor_build.compiler() is None:
+        pytest.fail("no C++ compiler on PATH: the typed parameters cannot be tested")
+    paths = typed_tensor_build.build(tmp_path_factory.mktemp("typed_tensor"))
+    return {flavour: import_from(os.path.dirname(path), f"tdb_typed_{flavour}") for flavour, path in paths.items()}

@@ -150,18 +150,22 @@ def test_producers_byte_offset_is_honoured(ext):
 # ----------------------------------------------------------------------------- errors
 
 
+# The parameters' refusals are the binding library's TypeError (docs/guides/kernel-authors.md, errors); checks in
+# the functions' bodies raise their own type, naming the argument.
+INCOMPATIBLE = r"\(\): incompatible function arguments"
+
+
 @pytest.mark.parametrize("fn,args,exc,msg", [
-    ("axpy_", (1.0, torch.ones(3, dtype=torch.float64), torch.ones(3)), TypeError,
-     "^argument 'x': expected dtype float32, got float64$"),
-    ("axpy_", (1.0, torch.ones(3), np.ones(3, dtype=np.int32)), TypeError, "^argument 'y': expected dtype float32, got int32$"),
-    ("axpy_", (1.0, torch.ones(3, 1), torch.ones(3)), ValueError, r"^argument 'x': expected 1 dimension\(s\), got 2$"),
+    ("axpy_", (1.0, torch.ones(3, dtype=torch.float64), torch.ones(3)), TypeError, "axpy_" + INCOMPATIBLE),
+    ("axpy_", (1.0, torch.ones(3), np.ones(3, dtype=np.int32)), TypeError, "axpy_" + INCOMPATIBLE),
+    ("axpy_", (1.0, torch.ones(3, 1), torch.ones(3)), TypeError, "axpy_" + INCOMPATIBLE),
     ("axpy_", (1.0, torch.ones(3), torch.ones(4)), ValueError, r"argument 'y': expected shape \[3\] \(the shape of 'x'\)"),
-    ("axpy_", (1.0, torch.ones(3), torch.ones(6)[::2]), ValueError, "^argument 'y': expected a contiguous tensor"),
-    ("axpy_", (1.0, torch.ones(3), "read_only"), ValueError, "^argument 'y': is read-only$"),
-    ("axpy_", (1.0, torch.ones(2, device="meta"), torch.ones(2)), BufferError, "^argument 'x': .*meta"),
+    ("axpy_", (1.0, torch.ones(3), torch.ones(6)[::2]), TypeError, "axpy_" + INCOMPATIBLE),
+    ("axpy_", (1.0, torch.ones(3), "read_only"), TypeError, "axpy_" + INCOMPATIBLE),
+    ("axpy_", (1.0, torch.ones(2, device="meta"), torch.ones(2)), TypeError, "axpy_" + INCOMPATIBLE),
     ("sum", (torch.ones(2, dtype=torch.float16),), TypeError, "^argument 'x': expected dtype float32, got float16$"),
-    ("sum", (torch.ones(2, dtype=torch.complex64).conj(),), BufferError, "^argument 'tensor': "),
-    ("scaled_copy", (1.0, np.ones(2)), TypeError, "^argument 'x': expected dtype float32, got float64$"),
+    ("sum", (torch.ones(2, dtype=torch.complex64).conj(),), TypeError, "sum" + INCOMPATIBLE),
+    ("scaled_copy", (1.0, np.ones(2)), TypeError, "scaled_copy" + INCOMPATIBLE),
 ])
 def test_errors_have_their_python_type(ext, fn, args, exc, msg):
     args = tuple(np.ones(3, dtype=np.float32) if isinstance(a, str) else a for a in args)
@@ -169,16 +173,18 @@ def test_errors_have_their_python_type(ext, fn, args, exc, msg):
         if isinstance(a, np.ndarray) and a.shape == (3,) and a.dtype == np.float32:
             a.flags.writeable = False
     before = [np.array(a, copy=True) for a in args if isinstance(a, np.ndarray)]
-    with pytest.raises(exc, match=msg):
+    with pytest.raises(exc, match=msg) as info:
         getattr(ext, fn)(*args)
+    assert type(info.value) is exc
     after = [a for a in args if isinstance(a, np.ndarray)]
     assert all(np.array_equal(b, a) for b, a in zip(before, after))  # nothing written on failure
 
 
-def test_producer_refusal_keeps_the_producers_exception_as_cause(ext):
-    with pytest.raises(BufferError) as info:
-        ext.sum(torch.ones(2, device="meta"))
-    assert isinstance(info.value.__cause__, BufferError)
+def test_a_parameters_error_names_the_parameters(ext):
+    # The binding library names them from py::arg / nb::arg: no tdb::named needed for these errors.
+    with pytest.raises(TypeError, match="axpy_" + INCOMPATIBLE) as info:
+        ext.axpy_(1.0, torch.ones(3, dtype=torch.float64), torch.ones(3))
+    assert "x: tensor[dtype=float32" in str(info.value) and "y: tensor[dtype=float32" in str(info.value)
 
 
 @pytest.mark.parametrize("bad", [[1.0, 2.0], None, 3.0, "tensor"])
@@ -282,6 +288,22 @@ class TensorSubclass(torch.Tensor):
     pass
 
 
+class ConjLike:
+    """A tensor its producer refuses to export (as a conj view's does) that is also an int by conversion."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __dlpack__(self, **kwargs):
+        raise BufferError("refused")
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __index__(self):
+        return self.value
+
+
 @pytest.mark.parametrize("cls", [torch.Tensor, TensorSubclass, torch.nn.Parameter, np.ndarray])
 def test_a_class_is_not_a_tensor(overloads, cls):
     # torch.Tensor has __dlpack__ and a table as class attributes; the class itself goes to the next overload.
@@ -304,20 +326,21 @@ def test_a_refused_tensor_goes_to_the_next_overload(overloads, case):
 
 
 @pytest.mark.parametrize("case", list(refused_tensors()))
-def test_a_single_overload_raises_the_producers_refusal(overloads, case):
+def test_a_single_overload_refuses_with_the_binding_librarys_type_error(overloads, case):
     m = overloads[0]
-    x, message = refused_tensors()[case]
-    for fn in (m.view, m.managed):
-        with pytest.raises(BufferError, match=f"^argument 'tensor': .*{message}") as info:
+    x, _ = refused_tensors()[case]
+    for fn, name in ((m.view, "view"), (m.managed, "managed")):
+        with pytest.raises(TypeError, match=name + INCOMPATIBLE) as info:
             fn(x)
-        assert isinstance(info.value.__cause__, BufferError)  # the producer's own exception
+        assert type(info.value) is TypeError
 
 
-def test_with_no_overload_to_take_it_the_converting_pass_raises_the_refusal(overloads):
-    # view_or_int(TensorView) / view_or_int(int): nothing takes a conj view without conversion, so the converting
-    # pass reaches the tensor overload, which raises (documented: a later converting overload is not tried).
+def test_a_refused_tensor_reaches_a_converting_overload(overloads):
+    # view_or_int(TensorView) / view_or_int(int): the tensor overload's refusal does not stop the converting pass,
+    # whose int overload takes the object through __index__ (nanobind converts __index__ only in that pass).
     m = overloads[0]
-    with pytest.raises(BufferError, match="conjugate bit"):
+    assert m.view_or_int(ConjLike(5)) == "int"
+    with pytest.raises(TypeError, match="view_or_int" + INCOMPATIBLE):
         m.view_or_int(torch.ones(2, dtype=torch.complex64).conj())
     assert m.view_or_int(torch.ones(2)) == "tensor" and m.view_or_int(3) == "int"
 
@@ -328,6 +351,6 @@ def test_every_module_translates_tdb_errors(overloads):
     for m in overloads:
         with pytest.raises(TypeError, match="^argument 'tensor': expected dtype float32, got float64$"):
             m.float32_only(torch.ones(2, dtype=torch.float64))
-        with pytest.raises(BufferError, match="conjugate bit"):
+        with pytest.raises(TypeError, match="view" + INCOMPATIBLE):
             m.view(torch.ones(2, dtype=torch.complex64).conj())
     assert [m.view(torch.ones(1, 2)) for m in overloads] == [2, 2]

@@ -140,7 +140,7 @@ def test_same_binary_runs_on_two_torch_minors(binary, other_python):
         assert r["axpy_torch"] == [1.0, 5.0, 9.0, 13.0]
         assert r["axpy_numpy"] == [1.0, 1.5, 2.0]
         assert r["sum"] == 45.0
-        assert r["error"] == "argument 'x': expected dtype float32, got float64"
+        assert r["error"].startswith("axpy_(): incompatible function arguments")  # pybind11's, for a parameter
     for r in (here_bridge, here_native):
         assert r["scaled_copy"] == ["Tensor", 0.0, 3.0, 6.0, 9.0]  # allocated by the producer's table
     # Without a table there is no allocator: refused cleanly, not a crash.

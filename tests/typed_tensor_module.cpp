@@ -5,19 +5,24 @@
 #include <complex>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #if defined(TDB_USE_NANOBIND)
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <torch_dlpack_bridge/nanobind.h>
 namespace py = nanobind;
 #define TDB_TEST_MODULE(name, m) NB_MODULE(name, m)
+using Module = nanobind::module_;
 #else
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -25,6 +30,7 @@ namespace py = nanobind;
 #include <torch_dlpack_bridge/pybind11.h>
 namespace py = pybind11;
 #define TDB_TEST_MODULE(name, m) PYBIND11_MODULE(name, m)
+using Module = pybind11::module_;
 #endif
 
 using tdb::Tensor;
@@ -99,56 +105,138 @@ std::string dtype_of(const Tensor<const T, tdb::ndim<1>>&) {
   return tdb::dtype_name(tdb::dtype_traits<T>::value);
 }
 
+// ---- tests/test_binding_matrix.py: a tensor parameter as kernel authors write it (plain, std::optional,
+// std::vector, keyword, None default), with one overload or dtype overloads whose scalar needs conversion.
+// Each returns what it received, e.g. "float32[3]*2": the overload reached and the values it got.
+std::string got(const DLTensor& t) { return tdb::dtype_name(t.dtype) + "[" + std::to_string(t.shape[0]) + "]"; }
+std::string got(const tdb::TensorView& x) { return got(x.dl()); }
+std::string got(const tdb::ManagedTensor& x) { return got(x.dl()); }
+template <class E>
+std::string got(const std::optional<E>& x) { return x ? got(*x) : std::string("none"); }
+template <class E>
+std::string got(const std::vector<E>& xs) {
+  std::string out;
+  for (const auto& x : xs) out += (out.empty() ? "" : ",") + got(x);
+  return out;
+}
+std::string times(double a) { return "*" + std::to_string(static_cast<int>(a)); }
+
+// The five parameter forms of element E (a typed parameter, a TensorView or a ManagedTensor) and scalar S,
+// bound under `prefix` + "_plain" (...): once, or once more per call for dtype overloads.
+template <class E, class S>
+void def_forms(Module& m, const std::string& prefix) {
+  // (both binding libraries copy the name)
+  m.def((prefix + "_plain").c_str(), [](E x, S a) { return got(x) + times(a); });
+  m.def((prefix + "_optional").c_str(), [](std::optional<E> x, S a) { return got(x) + times(a); });
+  m.def((prefix + "_vector").c_str(), [](std::vector<E> xs, S a) { return got(xs) + times(a); });
+  m.def((prefix + "_keyword").c_str(), [](E x, S a) { return got(x) + times(a); }, py::arg("x"), py::arg("a"));
+  m.def((prefix + "_none_default").c_str(), [](S a, std::optional<E> x) { return got(x) + times(a); },
+        py::arg("a"), py::arg("x") = py::none());
+}
+
+// Binds `f` twice: as `name`, taking the typed parameter T (the caster checks it), and as `name` + "_body",
+// taking a TensorView that the body turns into a T (tdb checks it and raises the violation, as in the raw flavour).
+template <class T, class F>
+void def_both(Module& m, const std::string& name, F f) {
+  m.def(name.c_str(), [f](T x) { return f(x); });
+  m.def((name + "_body").c_str(), [f](tdb::TensorView v) { return f(T(std::move(v))); });
+}
+
 }  // namespace
 
 TDB_TEST_MODULE(TDB_MODULE, m) {
+  // ---- the matrix (tests/test_binding_matrix.py)
+  def_forms<Tensor<const float, tdb::ndim<1>>, float>(m, "typed");
+  def_forms<tdb::TensorView, float>(m, "view");
+  def_forms<tdb::ManagedTensor, float>(m, "managed");
+  def_forms<Tensor<const float, tdb::ndim<1>>, float>(m, "dtypes");
+  def_forms<Tensor<const double, tdb::ndim<1>>, double>(m, "dtypes");
+  // (pybind11 default-constructs a variant: a tensor is not its first alternative)
+  m.def("variant", [](std::variant<int, Tensor<const float, tdb::ndim<1>>, Tensor<const double, tdb::ndim<1>>> x) {
+    return std::visit([](const auto& v) -> std::string {
+      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, int>) return "int";
+      else return got(v);
+    }, x);
+  });
+  m.def("view_variant", [](std::variant<std::string, tdb::TensorView> x) {
+    return x.index() == 1 ? got(std::get<1>(x)) : "str";
+  });
+  // ---- overlap: a written parameter refuses an expanded tensor; a read-only one takes it
+  m.def("scale_", [](Tensor<float, tdb::device::cpu> x, float a) {
+    tdb::for_each_offset(x.dl(), [&](int64_t, int64_t off) { x.data()[off] *= a; });
+  });
+  m.def("scale2_", [](Tensor<float, tdb::ndim<2>> x, float a) {
+    auto v = x.view();
+    for (int64_t i = 0; i < v.size(0); ++i)
+      for (int64_t j = 0; j < v.size(1); ++j) v(i, j) *= a;
+  });
+  m.def("sum_ro", [](Tensor<const float, tdb::ndim<2>> x) {
+    auto v = x.view();
+    double total = 0;
+    for (int64_t i = 0; i < v.size(0); ++i)
+      for (int64_t j = 0; j < v.size(1); ++j) total += v(i, j);
+    return total;
+  });
+  // The same checks in a function's body (the raw flavour's way): tdb raises them, named.
+  m.def("writable_in_body", [](tdb::TensorView v) {
+    v.set_name("v");
+    Tensor<float> t(std::move(v));
+    return t.ndim();
+  });
+  // The exception rule in a body: the check's own type (TypeError, ValueError, BufferError).
+  m.def("view_in_body", [](py::object o) { return tdb::TensorView(o.ptr(), "o").ndim(); });
+  m.def("float32_in_body", [](tdb::TensorView v) {
+    v.set_name("v");
+    return Tensor<const float, tdb::ndim<1>>(std::move(v)).ndim();
+  });
+
   // ---- element types: each returns the first element's raw bits
-  m.def("f32", [](Tensor<float> x) { return first_bits(x); });
-  m.def("f64", [](Tensor<double> x) { return first_bits(x); });
-  m.def("f16", [](Tensor<tdb::float16> x) { return first_bits(x); });
-  m.def("bf16", [](Tensor<tdb::bfloat16> x) { return first_bits(x); });
-  m.def("c32", [](Tensor<tdb::complex32> x) { return first_bits(x); });
-  m.def("c64", [](Tensor<std::complex<float>> x) { return first_bits(x); });
-  m.def("c128", [](Tensor<std::complex<double>> x) { return first_bits(x); });
-  m.def("f8e4m3fn", [](Tensor<tdb::float8_e4m3fn> x) { return first_bits(x); });
-  m.def("f8e4m3fnuz", [](Tensor<tdb::float8_e4m3fnuz> x) { return first_bits(x); });
-  m.def("f8e5m2", [](Tensor<tdb::float8_e5m2> x) { return first_bits(x); });
-  m.def("f8e5m2fnuz", [](Tensor<tdb::float8_e5m2fnuz> x) { return first_bits(x); });
-  m.def("f8e8m0fnu", [](Tensor<tdb::float8_e8m0fnu> x) { return first_bits(x); });
-  m.def("f4e2m1fn_x2", [](Tensor<tdb::float4_e2m1fn_x2> x) { return first_bits(x); });
-  m.def("b8", [](Tensor<bool> x) { return first_bits(x); });
-  m.def("i8", [](Tensor<int8_t> x) { return first_bits(x); });
-  m.def("i16", [](Tensor<int16_t> x) { return first_bits(x); });
-  m.def("i32", [](Tensor<int32_t> x) { return first_bits(x); });
-  m.def("i64", [](Tensor<int64_t> x) { return first_bits(x); });
-  m.def("u8", [](Tensor<uint8_t> x) { return first_bits(x); });
-  m.def("u16", [](Tensor<uint16_t> x) { return first_bits(x); });
-  m.def("u32", [](Tensor<uint32_t> x) { return first_bits(x); });
-  m.def("u64", [](Tensor<uint64_t> x) { return first_bits(x); });
-  m.def("any_dtype", [](Tensor<> x) { return tdb::dtype_name(x.dtype()); });
+  def_both<Tensor<float>>(m, "f32", [](const Tensor<float>& x) { return first_bits(x); });
+  def_both<Tensor<double>>(m, "f64", [](const Tensor<double>& x) { return first_bits(x); });
+  def_both<Tensor<tdb::float16>>(m, "f16", [](const Tensor<tdb::float16>& x) { return first_bits(x); });
+  def_both<Tensor<tdb::bfloat16>>(m, "bf16", [](const Tensor<tdb::bfloat16>& x) { return first_bits(x); });
+  def_both<Tensor<tdb::complex32>>(m, "c32", [](const Tensor<tdb::complex32>& x) { return first_bits(x); });
+  def_both<Tensor<std::complex<float>>>(m, "c64", [](const Tensor<std::complex<float>>& x) { return first_bits(x); });
+  def_both<Tensor<std::complex<double>>>(m, "c128", [](const Tensor<std::complex<double>>& x) { return first_bits(x); });
+  def_both<Tensor<tdb::float8_e4m3fn>>(m, "f8e4m3fn", [](const Tensor<tdb::float8_e4m3fn>& x) { return first_bits(x); });
+  def_both<Tensor<tdb::float8_e4m3fnuz>>(m, "f8e4m3fnuz", [](const Tensor<tdb::float8_e4m3fnuz>& x) { return first_bits(x); });
+  def_both<Tensor<tdb::float8_e5m2>>(m, "f8e5m2", [](const Tensor<tdb::float8_e5m2>& x) { return first_bits(x); });
+  def_both<Tensor<tdb::float8_e5m2fnuz>>(m, "f8e5m2fnuz", [](const Tensor<tdb::float8_e5m2fnuz>& x) { return first_bits(x); });
+  def_both<Tensor<tdb::float8_e8m0fnu>>(m, "f8e8m0fnu", [](const Tensor<tdb::float8_e8m0fnu>& x) { return first_bits(x); });
+  def_both<Tensor<tdb::float4_e2m1fn_x2>>(m, "f4e2m1fn_x2", [](const Tensor<tdb::float4_e2m1fn_x2>& x) { return first_bits(x); });
+  def_both<Tensor<bool>>(m, "b8", [](const Tensor<bool>& x) { return first_bits(x); });
+  def_both<Tensor<int8_t>>(m, "i8", [](const Tensor<int8_t>& x) { return first_bits(x); });
+  def_both<Tensor<int16_t>>(m, "i16", [](const Tensor<int16_t>& x) { return first_bits(x); });
+  def_both<Tensor<int32_t>>(m, "i32", [](const Tensor<int32_t>& x) { return first_bits(x); });
+  def_both<Tensor<int64_t>>(m, "i64", [](const Tensor<int64_t>& x) { return first_bits(x); });
+  def_both<Tensor<uint8_t>>(m, "u8", [](const Tensor<uint8_t>& x) { return first_bits(x); });
+  def_both<Tensor<uint16_t>>(m, "u16", [](const Tensor<uint16_t>& x) { return first_bits(x); });
+  def_both<Tensor<uint32_t>>(m, "u32", [](const Tensor<uint32_t>& x) { return first_bits(x); });
+  def_both<Tensor<uint64_t>>(m, "u64", [](const Tensor<uint64_t>& x) { return first_bits(x); });
+  def_both<Tensor<>>(m, "any_dtype", [](const Tensor<>& x) { return tdb::dtype_name(x.dtype()); });
 
   // ---- rank and sizes
-  m.def("rank0", [](Tensor<const float, tdb::shape<>> x) { return x.ndim(); });
-  m.def("rank2", [](Tensor<const float, tdb::ndim<2>> x) { return x.ndim(); });
-  m.def("rows_of_3", [](Tensor<const float, tdb::shape<-1, 3>> x) { return x.size(0); });
-  m.def("fixed_2_any_4", [](Tensor<const float, tdb::shape<2, -1, 4>> x) { return x.size(1); });
+  def_both<Tensor<const float, tdb::shape<>>>(m, "rank0", [](const Tensor<const float, tdb::shape<>>& x) { return x.ndim(); });
+  def_both<Tensor<const float, tdb::ndim<2>>>(m, "rank2", [](const Tensor<const float, tdb::ndim<2>>& x) { return x.ndim(); });
+  def_both<Tensor<const float, tdb::shape<-1, 3>>>(m, "rows_of_3", [](const Tensor<const float, tdb::shape<-1, 3>>& x) { return x.size(0); });
+  def_both<Tensor<const float, tdb::shape<2, -1, 4>>>(m, "fixed_2_any_4", [](const Tensor<const float, tdb::shape<2, -1, 4>>& x) { return x.size(1); });
 
   // ---- memory order
-  m.def("c_contig", [](Tensor<const float, tdb::c_contig> x) { return x.ndim(); });
-  m.def("f_contig", [](Tensor<const float, tdb::f_contig> x) { return x.ndim(); });
+  def_both<Tensor<const float, tdb::c_contig>>(m, "c_contig", [](const Tensor<const float, tdb::c_contig>& x) { return x.ndim(); });
+  def_both<Tensor<const float, tdb::f_contig>>(m, "f_contig", [](const Tensor<const float, tdb::f_contig>& x) { return x.ndim(); });
 
   // ---- device type
-  m.def("on_cpu", [](Tensor<const float, tdb::device::cpu> x) { return tdb::device_name(x.device()); });
-  m.def("on_cuda", [](Tensor<const float, tdb::device::cuda> x) { return tdb::device_name(x.device()); });
+  def_both<Tensor<const float, tdb::device::cpu>>(m, "on_cpu", [](const Tensor<const float, tdb::device::cpu>& x) { return tdb::device_name(x.device()); });
+  def_both<Tensor<const float, tdb::device::cuda>>(m, "on_cuda", [](const Tensor<const float, tdb::device::cuda>& x) { return tdb::device_name(x.device()); });
 
   // ---- writability
-  m.def("writable", [](Tensor<float> x) { return x.read_only(); });
-  m.def("const_elements", [](Tensor<const float> x) { return x.read_only(); });
-  m.def("ro_any_dtype", [](Tensor<tdb::ro> x) { return x.read_only(); });
+  def_both<Tensor<float>>(m, "writable", [](const Tensor<float>& x) { return x.read_only(); });
+  def_both<Tensor<const float>>(m, "const_elements", [](const Tensor<const float>& x) { return x.read_only(); });
+  def_both<Tensor<tdb::ro>>(m, "ro_any_dtype", [](const Tensor<tdb::ro>& x) { return x.read_only(); });
 
   // ---- names and everything at once
-  m.def("named_x", [](Tensor<float, tdb::named<kX>> x) { return std::string(x.name()); });
-  m.def("all_of_them", [](Tensor<float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cpu, tdb::named<kX>> x) {
+  def_both<Tensor<float, tdb::named<kX>>>(m, "named_x", [](const Tensor<float, tdb::named<kX>>& x) { return std::string(x.name()); });
+  def_both<Tensor<float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cpu, tdb::named<kX>>>(m, "all_of_them", [](const Tensor<float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cpu, tdb::named<kX>>& x) {
     return x.size(0);
   });
   // ---- several bad arguments: the first is reported (nanobind asks for values right to left with GCC)

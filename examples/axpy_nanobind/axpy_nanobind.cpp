@@ -13,9 +13,9 @@
 
 namespace nb = nanobind;
 
-// Typed parameters (torch_dlpack_bridge/tensor.h): the caster checks what each kernel accepts before the call,
-// naming the argument in errors ("argument 'x': expected dtype float32, got float64"); tdb::named gives it the
-// name, which a caster cannot know otherwise.
+// Typed parameters (torch_dlpack_bridge/tensor.h): the caster checks what each kernel accepts before the call (a
+// tensor it does not take gets the binding library's TypeError, which lists these constraints); tdb::named names
+// the argument in checks made in the body (check_same_shape below), where a caster cannot know the name.
 static constexpr char kX[] = "x";
 static constexpr char kY[] = "y";
 using Vector = tdb::Tensor<const float, tdb::ndim<1>, tdb::device::cpu, tdb::named<kX>>;  // read, any stride

@@ -839,7 +839,8 @@ class TensorView {
   TensorView& operator=(const TensorView&) = delete;
   /*! \brief Moves the view (and any owning export it holds); shape/strides stay where they were. */
   TensorView(TensorView&&) noexcept = default;
-  TensorView& operator=(TensorView&&) = delete;
+  /*! \brief As the move constructor, releasing any export this view held (std::variant's casters assign). */
+  TensorView& operator=(TensorView&&) noexcept = default;
 
   /*! \brief The DLTensor (shape/strides/data owned by the producer or by this view). */
   const DLTensor& dl() const { return t_; }

@@ -17,28 +17,22 @@
  *    `__dlpack__`); the function owns it and its deleter runs when it is dropped.
  *  - `tdb::Tensor<float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cuda>` (typed parameters,
  *    torch_dlpack_bridge/tensor.h, included here; by value, `const&` or `&`): a TensorView whose dtype, rank,
- *    fixed sizes, memory order, device type and writability the caster checks, one compare each. A tensor
- *    that violates them makes an overloaded function try its next overload in the no-conversion pass
- *    (`f<float>` and `f<double>` under one name dispatch by dtype; rank, device, ... likewise); the converting
- *    pass, or a single overload, raises the first violation, e.g. "argument 'x': expected dtype float32, got
- *    float64" (named "tensor" unless the type has `tdb::named<...>`), as it raises producer refusals (below).
- *  An argument that is neither a table-publishing tensor nor a `__dlpack__` object (a class, such as
- *  `torch.Tensor` itself, never is) makes pybind11 try the next overload and finally raise its TypeError
- *  listing the accepted signatures.
+ *    fixed sizes, memory order, device type and writability the caster checks, one compare each (a writable
+ *    parameter also refuses an expanded tensor, see tensor.h).
+ *  Each works inside `std::optional`, `std::vector`, `std::variant` (pybind11/stl.h), as a keyword argument
+ *  and with a `None` default.
  *
- * Overloads and producer refusals: a tensor its producer refuses (a conj view, a sparse tensor, a NumPy
- * string array) raises the producer's exception, with "argument 'tensor': " prepended, in a function with a
- * single overload; in an overloaded function the refusal lets resolution go on to the next overload
- * (e.g. one taking `py::object`). How the caster tells the two apart: pybind11 gives an overloaded function
- * a first pass in which every argument is loaded with `convert=false`, then a second, converting pass over
- * the overloads that failed; a single overload gets only the converting pass. So a refusal with
- * `convert=false` returns false (next overload), and a refusal with `convert=true` raises. The caster sees
- * neither the function nor its overload chain, and when every overload returned false pybind11 raises its
- * own TypeError, so the convert flag is the one signal that keeps the producer's error where there is
- * nothing else to try. Consequences: when no overload takes the tensor without conversion, the
- * converting pass raises the refusal of the first tensor overload it reaches (a later overload that would
- * take the object only by conversion, e.g. `int` or `std::vector<float>`, is not tried); and a tensor
- * argument declared `.noconvert()` never raises the refusal (pybind11's TypeError instead).
+ * Arguments a parameter does not take: a non-tensor (a class, such as `torch.Tensor` itself, never is one), a
+ * tensor its producer refuses (a conj view, a sparse tensor, a NumPy string array) and a tensor that violates
+ * a typed parameter's constraints are all arguments that do not match: load() returns false in both of
+ * pybind11's passes (the no-conversion pass of an overloaded function, then the converting one), so the next
+ * overload is tried, whatever the other arguments need (`f(Tensor<float>, float)` and `f(Tensor<double>,
+ * double)` under one name take `f(float64 tensor, np.float32(2))`), and when no overload takes the call
+ * pybind11 raises its TypeError, "f(): incompatible function arguments", listing every overload with its
+ * parameters' names (`py::arg`) and constraints, e.g. `x: tensor[dtype=float32, shape=(*, 3), order='C',
+ * device='cuda']`, and the arguments' reprs. That message is pybind11's: a caster can neither add the precise
+ * violation to it nor raise its own without stopping the overloads after it, and it is never told the
+ * parameter's name. A caster never throws.
  *
  * Return values: a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
  * managed_tensor_to_py_object_no_sync (e.g. a torch.Tensor for tdb::allocate_like(x) with a torch x).
@@ -75,26 +69,6 @@ TDB_MODULE_LOCAL inline OnceRegistration& pybind11_translator_registration() {
   return registration;
 }
 
-/*!
- * \brief Fills a caster's value with `fill()`. `convert` (pybind11's converting pass, the only pass of a
- * function with one overload): a refusal propagates as tdb::Error. Otherwise (the no-conversion pass of an
- * overloaded function) a refusal is dropped and false lets pybind11 try the next overload.
- */
-template <class F>
-bool pybind11_load(F&& fill, bool convert) {
-  if (convert) {
-    fill();
-    return true;
-  }
-  try {
-    fill();
-    return true;
-  } catch (const Error&) {
-    PyErr_Clear();  // a pending Error's exception, if any
-    return false;
-  }
-}
-
 }  // namespace detail
 
 /*!
@@ -126,17 +100,13 @@ class type_caster<tdb::TensorView> {
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
 
-  /*! \brief false (next overload) for a non-tensor; a refused tensor: see the file comment. */
-  bool load(handle src, bool convert) {
+  /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor. */
+  bool load(handle src, bool /*convert*/) {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;  // looked up once, for the question and the view
     if (!tdb::detail::dlpack_tensor_table(obj, &api)) return false;
-    if (convert) {  // what pybind11_load does in the converting pass, here without a call
-      value_.emplace(obj, api, "tensor");
-      return true;
-    }
-    return tdb::detail::pybind11_load([this, obj, api] { value_.emplace(obj, api, "tensor"); }, convert);
+    return tdb::detail::fill_or_refuse([this, obj, api] { value_.emplace(obj, api, "tensor"); });
   }
   operator tdb::TensorView*() { return &*value_; }
   operator tdb::TensorView&() { return *value_; }
@@ -152,13 +122,12 @@ class type_caster<tdb::ManagedTensor> {
  public:
   PYBIND11_TYPE_CASTER(tdb::ManagedTensor, const_name("tensor"));
 
-  /*! \brief false (next overload) for a non-tensor; a refused tensor: see the file comment. */
-  bool load(handle src, bool convert) {
+  /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor. */
+  bool load(handle src, bool /*convert*/) {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
     if (!tdb::is_dlpack_tensor(obj)) return false;
-    return tdb::detail::pybind11_load([this, obj] { value = tdb::ManagedTensor::from_python(obj, "tensor"); },
-                                      convert);
+    return tdb::detail::fill_or_refuse([this, obj] { value = tdb::ManagedTensor::from_python(obj, "tensor"); });
   }
   /*! \brief Hands the tensor to its producer's managed_tensor_to_py_object_no_sync; throws tdb::Error on failure. */
   static handle cast(tdb::ManagedTensor&& src, return_value_policy /*policy*/, handle /*parent*/) {
@@ -168,9 +137,8 @@ class type_caster<tdb::ManagedTensor> {
 };
 
 /*!
- * \brief Loads a typed tdb::Tensor<...> argument (tensor.h): a tensor that violates its constraints makes
- * pybind11 try the next overload in the no-conversion pass (dispatch by dtype, rank, device, ...) and raises
- * the violation, as tdb::Error, in the converting pass (the only pass of a single overload).
+ * \brief Loads a typed tdb::Tensor<...> argument (tensor.h): a tensor that violates its constraints is an
+ * argument that does not match (next overload, or pybind11's TypeError), in both passes.
  */
 template <class... Ts>
 class type_caster<tdb::Tensor<Ts...>> {
@@ -182,21 +150,16 @@ class type_caster<tdb::Tensor<Ts...>> {
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
 
-  /*! \brief false (next overload) for a non-tensor, and for a refused or non-matching tensor without convert. */
-  bool load(handle src, bool convert) {
+  /*! \brief false for a non-tensor, a refused tensor and a tensor that violates a constraint. */
+  bool load(handle src, bool /*convert*/) {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;
     if (!tdb::detail::dlpack_tensor_table(obj, &api)) return false;
-    if (convert) {  // raises the producer's refusal or the first violated constraint
-      value_.emplace(obj, api, Value::DefaultName);
-      return true;
-    }
-    if (!tdb::detail::pybind11_load([this, obj, api] { value_.emplace(tdb::detail::unchecked, obj, api,
-                                                                      Value::DefaultName); },
-                                    false))
+    if (!tdb::detail::fill_or_refuse([this, obj, api] { value_.emplace(tdb::detail::unchecked, obj, api,
+                                                                       Value::DefaultName); }))
       return false;
-    if (Value::satisfied_by(*value_)) return true;
+    if (Value::satisfied_by(*value_)) return true;  // one compare per constraint
     value_.reset();  // another overload may take it
     return false;
   }

@@ -31,17 +31,23 @@
  *  - `tdb::device::cpu`, `tdb::device::cuda`, ... (`tdb::device::type<kDLXXX>` for any DLDeviceType): the
  *    device type; any device id.
  *  - `tdb::ro`: read-only, as `const T` (also for a tensor without an element type).
- *  - `tdb::named<kName>`: the argument's name in error messages (`static constexpr char kName[] = "x";`), for
- *    binding libraries, whose casters do not know the parameter's name; otherwise "tensor".
+ *  - `tdb::named<kName>`: the argument's name in the errors tdb raises itself (`static constexpr char kName[] =
+ *    "x";`): the raw CPython flavour, and checks in a function's body (`tdb::check_same_shape(x, y)`); otherwise
+ *    "tensor". A binding library's own error names parameters from its `py::arg` / `nb::arg`.
  *
  * Checks: a satisfied constraint costs one compare (contiguity: one per dimension, unrolled for a declared
  * rank), all made on the DLTensor the producer filled. A violated one throws `tdb::Error` naming the argument
  * and the expectation, as the `check_*` functions do, in this order: dtype (TypeError), rank, fixed sizes,
- * device type, memory order, writability (ValueError).
+ * device type, memory order, writability (ValueError). A pybind11 / nanobind parameter raises none of them: a
+ * tensor that it does not take is an argument that does not match, and the binding library tries the next
+ * overload, then raises its TypeError listing the overloads (pybind11.h).
  *
  * Writability: DLPack's non-owning exchange path carries no flags, so a torch.Tensor taken through the
  * exchange table is never read-only; a tensor exported with DLPACK_FLAG_BITMASK_READ_ONLY (a read-only NumPy
- * array, through `__dlpack__`) is, and a non-const parameter refuses it.
+ * array, through `__dlpack__`) is, and a non-const parameter refuses it. A non-const parameter also refuses a
+ * tensor with a dimension of size > 1 and stride 0 (`torch.ones(3).expand(2, 3)`: a kernel writing it would
+ * write each element twice), as torch's in-place operations do; other overlapping strides are not detected.
+ * Read-only parameters take expanded tensors; a size-1 dimension may have any stride.
  */
 #ifndef TORCH_DLPACK_BRIDGE_TENSOR_H_
 #define TORCH_DLPACK_BRIDGE_TENSOR_H_
@@ -484,6 +490,36 @@ inline bool f_dense(int32_t n, const int64_t* sizes, const int64_t* strides) {
   return true;
 }
 
+/*!
+ * \brief True when a dimension of size > 1 has stride 0 (an expanded tensor: several indices reach one element)
+ * and the tensor has elements. `n` is a constant for a declared rank: the loop unrolls. The overlap that is cheap
+ * to see, as torch's own in-place operations see it; other overlaps (e.g. strides (1, 1) for shape (2, 2)) pass.
+ */
+inline bool expanded(int32_t n, const int64_t* sizes, const int64_t* strides) {
+  bool zero_stride = false;
+  for (int32_t d = 0; d < n; ++d) zero_stride |= (sizes[d] > 1) & (strides[d] == 0);
+  if (!zero_stride) return false;
+  for (int32_t d = 0; d < n; ++d)
+    if (sizes[d] == 0) return false;  // no element: nothing written twice
+  return true;
+}
+
+/*!
+ * \brief For the binding casters: runs `fill` (which makes the caster's value); a refusal (any exception: the
+ * producer's, a non-tensor's) is dropped with its Python exception, and false lets the binding library try the
+ * next overload or raise its own TypeError. Never throws: the casters' load runs inside the binding library.
+ */
+template <class F>
+bool fill_or_refuse(F&& fill) noexcept {
+  if (guard([&fill]() -> PyObject* {
+        fill();
+        return Py_None;  // borrowed: only a success marker
+      }))
+    return true;
+  PyErr_Clear();
+  return false;
+}
+
 /*! \brief What a Tensor<Ts...> declares, read from its annotations at compile time. */
 template <class... Ts>
 struct TensorSpec {
@@ -672,10 +708,10 @@ constexpr unchecked_t unchecked{};
  * the checks and the messages), plus typed access: `data()` as `Scalar*`, and `view()`, an indexable
  * accessor of rank `Rank` that can be passed by value to a CUDA kernel.
  *
- * As a pybind11 / nanobind parameter (pybind11.h, nanobind.h), a tensor that violates a constraint makes an
- * overloaded function try its next overload (so `f<float>` and `f<double>` bound under one name dispatch by
- * dtype, and rank- or device-typed overloads by rank or device), and raises the violation when no overload
- * takes it, or when the function has a single overload.
+ * As a pybind11 / nanobind parameter (pybind11.h, nanobind.h), a tensor that violates a constraint is an
+ * argument that does not match: the next overload is tried (so `f<float>` and `f<double>` bound under one name
+ * dispatch by dtype, and rank- or device-typed overloads by rank or device), and when none takes the call the
+ * binding library raises its TypeError listing every overload with its constraints.
  */
 template <class... Ts>
 class Tensor : public TensorView {
@@ -716,6 +752,8 @@ class Tensor : public TensorView {
       : TensorView(obj, api, name) {}
   /*! \brief Moves the view (and any owning export it holds), as TensorView does. */
   Tensor(Tensor&&) noexcept = default;
+  /*! \brief Move assignment, as TensorView's. */
+  Tensor& operator=(Tensor&&) noexcept = default;
 
   /*! \brief True when `v` satisfies every constraint: one compare per constraint, never throws. */
   static TDB_ALWAYS_INLINE bool satisfied_by(const TensorView& v) noexcept {
@@ -738,6 +776,10 @@ class Tensor : public TensorView {
     }
     if constexpr (!ReadOnly) {
       if (v.read_only()) return false;
+      // A dense order has no stride 0 on a dimension of size > 1: known without a look.
+      if constexpr (!CContig && !FContig) {
+        if (detail::expanded(Rank >= 0 ? Rank : t.ndim, t.shape, t.strides)) return false;
+      }
     }
     return true;
   }
@@ -825,6 +867,11 @@ class Tensor : public TensorView {
     if constexpr (!ReadOnly) {
       // As check_writable() says it; a parameter that only reads declares a const element type (or tdb::ro).
       if (v.read_only()) throw Error(PyExc_ValueError, detail::arg(name) + "is read-only");
+      if (detail::expanded(t.ndim, t.shape, t.strides))
+        throw Error(PyExc_ValueError, detail::arg(name) + "is written, and more than one index reaches one element "
+                                      "(strides " + shape_str(t.ndim, t.strides) + " for shape " +
+                                      shape_str(t.ndim, t.shape) + "; an expanded tensor): pass a copy, "
+                                      "or declare the parameter read-only (const T or tdb::ro)");
     }
     throw Error(PyExc_RuntimeError, detail::arg(name) + "violates " + describe());  // not reached
   }

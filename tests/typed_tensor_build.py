@@ -1,0 +1,55 @@
+"""Builds tests/typed_tensor_module.cpp once per binding library (the nanobind one with -DTDB_USE_NANOBIND):
+the module behind tests/test_typed_tensor.py and tests/test_binding_matrix.py (the `typed_modules` fixture in
+conftest.py builds both flavours once per session, two compiler processes at once)."""
+import os
+import shutil
+import subprocess
+import sysconfig
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INCLUDE = os.path.join(os.path.dirname(HERE), "torch_dlpack_bridge", "include")
+SOURCE = os.path.join(HERE, "typed_tensor_module.cpp")
+FLAVOURS = ["pybind11", "nanobind"]
+
+
+def binding_flags(flavour):
+    """(compiler flags, extra sources) for one binding library."""
+    if flavour == "pybind11":
+        import pybind11
+
+        return [f"-isystem{pybind11.get_include()}"], []
+    import nanobind
+
+    inc = nanobind.include_dir()
+    robin = os.path.join(os.path.dirname(inc), "ext", "robin_map", "include")
+    return ["-DTDB_USE_NANOBIND", f"-isystem{inc}", f"-isystem{robin}"], [
+        os.path.join(os.path.dirname(inc), "src", "nb_combined.cpp")]
+
+
+def compiler():
+    """The C++ compiler on PATH, or None."""
+    return shutil.which("c++") or shutil.which("g++")
+
+
+def base_cmd(flavour):
+    flags, _ = binding_flags(flavour)
+    return [compiler(), "-std=c++17", f"-I{sysconfig.get_paths()['include']}", f"-I{INCLUDE}", *flags]
+
+
+def build(workdir):
+    """{flavour: path of the built module}, both compiled at once."""
+    procs = {}
+    for flavour in FLAVOURS:
+        name = f"tdb_typed_{flavour}"
+        _, extra = binding_flags(flavour)
+        out = os.path.join(str(workdir), name + sysconfig.get_config_var("EXT_SUFFIX"))
+        cmd = base_cmd(flavour) + ["-O1", "-fPIC", "-shared", f"-DTDB_MODULE={name}", SOURCE, *extra, "-o", out]
+        if flavour == "nanobind":
+            cmd.insert(-2, f"-DNB_DOMAIN={name}")
+        procs[flavour] = (out, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    result = {}
+    for flavour, (out, proc) in procs.items():
+        output = proc.communicate(timeout=900)[0]
+        assert proc.returncode == 0, output
+        result[flavour] = out
+    return result
