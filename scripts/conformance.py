@@ -81,7 +81,7 @@ def run(name: str, target: str, python: str) -> None:
     print(f"{name}: {len(report['results'])} cases, {failed} failed")
 
 
-def one_line(detail: str, limit: int = 240) -> str:
+def one_line(detail: str, limit: int = 320) -> str:
     """A failure's detail as one code span of at most `limit` characters."""
     text = " ".join(detail.split()).replace("`", "'")
     return "`" + (text if len(text) <= limit else text[:limit - 3].rstrip() + "...") + "`"
