@@ -21,6 +21,9 @@ uintptr_t addr(const tdb::TensorView& v) { return reinterpret_cast<uintptr_t>(v.
 uintptr_t addr(const nb::ndarray<>& a) { return reinterpret_cast<uintptr_t>(a.data()); }
 using Typed = tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>;
 uintptr_t addr(const Typed& t) { return reinterpret_cast<uintptr_t>(t.data()); }
+// Issue 29: a written parameter of any strides pays the overlap check (no stride 0 on a dimension of size > 1).
+using Strided = tdb::Tensor<float, tdb::ndim<1>, tdb::device::cpu>;
+uintptr_t addr(const Strided& t) { return reinterpret_cast<uintptr_t>(t.data()); }
 using Nd = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 uintptr_t addr(const Nd& a) { return reinterpret_cast<uintptr_t>(a.data()); }
 uintptr_t checked(tdb::TensorView& v) {
@@ -53,6 +56,10 @@ NB_MODULE(bench_nanobind, m) {
   });
   using T = const Typed&;
   m.def("typed8", [](T a, T b, T c, T d, T e, T f, T g, T h) {
+    g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
+  });
+  using S = const Strided&;
+  m.def("strided8", [](S a, S b, S c, S d, S e, S f, S g, S h) {
     g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
   });
   using W = tdb::TensorView&;
