@@ -178,7 +178,9 @@ def _corpus_case(ctx: Context, export: Callable[[Any], Tuple[_abi.Outcome, Optio
     for label, obj, ref, refusal, _capsule in corpus:
         outcome, got = export(obj)
         seen = "an export" if outcome.ok else (type(outcome.error).__name__ if outcome.error else str(outcome))
-        if ref is None:
+        if not outcome.ok and outcome.error is None:  # a failure a consumer cannot report: always wrong
+            failures.setdefault(f"-1 with a Python exception expected, {outcome} seen", []).append(label)
+        elif ref is None:
             if outcome.ok:
                 unchecked.append(label)
             elif isinstance(refusal, BufferError) and not _is_buffer_error(outcome.error):

@@ -7,6 +7,7 @@ package publishes), `paddle`, `cuda.core` (StridedMemoryView of NumPy arrays); `
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import importlib.util
 import os
@@ -198,6 +199,7 @@ class CudaCore(Target):
                 ("offset view [1:, 2:, 1:]", base[1:, 2:, 1:]), ("step view [:, ::2, ::3]", base[:, ::2, ::3]),
                 ("negative strides [::-1, :, ::-2]", base[::-1, :, ::-2]), ("read-only", read_only),
                 ("broadcast (stride 0, read-only)", np.broadcast_to(np.ones(5, np.float32), (4, 5)))]
+        out.append(("bfloat16 (3, 4) from a DLPack capsule", CapsuleProducer((4, 16, 1), (3, 4))))
         views = []
         for label, array in out:
             try:
@@ -213,6 +215,32 @@ class CudaCore(Target):
 
     def owner(self, tensor: Any) -> Any:
         return tensor.exporting_obj  # the NumPy array (a view takes no weak references)
+
+
+class CapsuleProducer:
+    """A minimal `__dlpack__` producer of CPU memory with any DLPack dtype (made by the checker itself), for a
+    dtype the framework can hold but not make (cuda.core's bfloat16 without ml_dtypes)."""
+
+    def __init__(self, dtype, shape):
+        from . import _abi
+
+        n = 1
+        for size in shape:
+            n *= size
+        self.buffer = (ctypes.c_uint8 * (n * dtype[1] // 8))()
+        strides, step = [], 1
+        for size in reversed(shape):
+            strides.insert(0, step)
+            step *= size
+        self.address, _ = _abi.own_tensor(ctypes.addressof(self.buffer), dtype, shape, strides, keep=self.buffer)
+
+    def __dlpack__(self, **_):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(self.address, b"dltensor_versioned", None)  # no destructor: the checker keeps the struct
+
+    def __dlpack_device__(self):
+        return (1, 0)
 
 
 def _distribution_version(distribution: str, module: Any) -> str:
