@@ -162,6 +162,14 @@ class Paddle(Target):
                 ("broadcast", paddle.ones([1, 5]).expand([4, 5]))]
         return out
 
+    def undescribable(self) -> List[Tuple[str, Any, str]]:
+        import paddle
+
+        index = paddle.to_tensor([[0, 1], [1, 0]], dtype="int64")
+        return [("sparse COO", paddle.sparse.sparse_coo_tensor(index, paddle.to_tensor([1.0, 2.0]), [2, 2]),
+                 "not strided"),
+                ("sparse CSR", paddle.sparse.sparse_csr_tensor([0, 1, 2], [1, 0], [1.0, 2.0], [2, 2]), "not strided")]
+
     def sample(self, value: float) -> Any:
         import paddle
 
