@@ -204,8 +204,9 @@ struct any_contig {};
 /*! \brief Read-only: accepts tensors flagged read-only; view() gives const elements. Same as a `const T`. */
 struct ro {};
 /*!
- * \brief The argument's name in error messages, for parameters taken by a binding library's caster (which does
- * not know the parameter's name): `static constexpr char kX[] = "x";` then `tdb::named<kX>`. Default: "tensor".
+ * \brief The argument's name in the errors tdb raises itself (checks in a function's body, the raw flavour): a
+ * binding library's caster is never told the parameter's name, whose own error names it from `py::arg` /
+ * `nb::arg`. `static constexpr char kX[] = "x";` then `tdb::named<kX>`. Default: "tensor".
  */
 template <const char* Name>
 struct named {};
