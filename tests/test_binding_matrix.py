@@ -199,7 +199,7 @@ def test_what_the_overlap_check_takes(m):
         m.fill3_c(torch.ones(1, 1, 5).expand(2, 3, 5))
 
 
-def test_torch_refuses_the_same_in_place(m):
+def test_torch_refuses_the_same_in_place():
     # The class of overlap detected is torch's: its in-place operations refuse the expanded tensor too.
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
         torch.ones(3).expand(2, 3).mul_(2.0)
