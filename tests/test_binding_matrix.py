@@ -6,7 +6,8 @@ violated, producer refusal (a conj view), not a tensor, a bad scalar beside an a
 parameter: neither library takes it without conversion)}. Every case runs in a child
 process per flavour (nanobind's std::optional and list casters once ended the process with std::terminate), which
 reports each outcome; the tests then pin the exact exception type. Then std::variant, the overlap check of written
-parameters, and the exception rule as docs/guides/kernel-authors.md states it (its table is read from the page).
+parameters, the exception rule as docs/guides/kernel-authors.md states it (its table is read from the page), and
+consumer.h's refusal of a data-less tensor (FakeTensor, meta; also as torch's own table exports it) in a body.
 """
 import json
 import os
@@ -245,3 +246,50 @@ def test_the_code_follows_the_guides_exception_rule(m):
         with pytest.raises(Exception) as info:
             calls[key]()
         assert type(info.value).__name__ == name, (key, info.value)
+
+
+# ----------------------------------------------------------------------------- data-less tensors in a body
+
+NO_DATA = r"has no data.*custom op with a fake implementation.*torch\.library\.custom_op and register_fake"
+
+
+def test_a_fake_tensor_in_a_body_says_it_has_no_data(m):
+    # A parameter refuses it (the binding library's TypeError); a view made in the body gives the advice.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.ones(3)
+        with pytest.raises(BufferError, match=r"^argument 'o': (.|\n)*" + NO_DATA):
+            m.view_in_body(x)
+        with pytest.raises(TypeError, match="view_plain" + r"\(\): incompatible function arguments"):
+            m.view_plain(x, 2.0)
+    with pytest.raises(BufferError, match=NO_DATA):
+        m.view_in_body(torch.ones(3, device="meta"))
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_torchs_table_exports_a_fake_tensor_that_consumer_h_refuses(typed_modules, flavour):
+    # torch's table (torch >= 2.10) exports a FakeTensor with data = NULL: consumer.h refuses a DLTensor with
+    # elements and no data, whichever producer made it.
+    module = typed_modules[flavour]
+    code = f"""
+import sys, warnings
+import torch, torch_dlpack_bridge
+from torch._subclasses.fake_tensor import FakeTensorMode
+sys.path.insert(0, {os.path.dirname(module.__file__)!r})
+m = __import__({module.__name__!r})
+print(torch_dlpack_bridge.active_provider()["__dlpack_c_exchange_api__"])
+x = FakeTensorMode().from_tensor(torch.ones(3))
+try:
+    m.view_in_body(x)
+except BufferError as e:
+    print("BufferError:", str(e).replace(chr(10), " "))
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=python_env(TORCH_DLPACK_BRIDGE_PREFER="torch"))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    from conftest import torch_at_least
+
+    assert lines[0] == ("torch" if torch_at_least(2, 10) else "torch_dlpack_bridge")
+    assert lines[1].startswith("BufferError: argument 'o': ") and re.search(NO_DATA, lines[1]), res.stdout

@@ -145,6 +145,12 @@ void def_both(Module& m, const std::string& name, F f) {
 }  // namespace
 
 TDB_TEST_MODULE(TDB_MODULE, m) {
+  // view_in_body takes no tdb argument, so no caster registers the tdb::Error translator before it may throw.
+#if defined(TDB_USE_NANOBIND)
+  tdb::register_nanobind_error_translator();
+#else
+  tdb::register_pybind11_error_translator();
+#endif
   // ---- the matrix (tests/test_binding_matrix.py)
   def_forms<Tensor<const float, tdb::ndim<1>>, float>(m, "typed");
   def_forms<tdb::TensorView, float>(m, "view");
