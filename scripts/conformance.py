@@ -50,8 +50,9 @@ python -m torch_dlpack_bridge check paddle --json   # Paddle's, as JSON; exit st
 ```
 
 In an environment without this package (a framework's own CI), run the checker from a checkout:
-`python torch_dlpack_bridge/check/__main__.py cuda.core`. `module:function` checks any other producer: the
-function returns a `Target` (see `torch_dlpack_bridge/check/targets.py`), which makes that framework's tensors.
+`python torch_dlpack_bridge/check/__main__.py cuda.core`. `module:function` checks any other producer: a
+tensor factory `function(dtype: str, shape: tuple)` (its dtypes in a few shapes), or a function returning a
+`Target` (see `torch_dlpack_bridge/check/targets.py`), which also makes views and undescribable tensors.
 For pytest, `torch_dlpack_bridge.check.pytest_entry.conformance_tests(TARGET)` returns a test function with one
 test per case. The environments behind the columns: torch 2.13.0 (CPU wheel) with this package; torch 2.9.1 with
 `torch-c-dlpack-ext==0.1.5` (and `packaging`, which it imports without declaring it); `paddlepaddle==3.3.*` (CPU);

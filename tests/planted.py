@@ -97,6 +97,11 @@ class Planted(Torch):
         return self.type
 
 
+def make_tensor(dtype, shape):
+    """A tensor factory: `planted.py:make_tensor` is a checker target of the factory kind (torch.Tensor's table)."""
+    return torch.zeros(shape, dtype=getattr(torch, dtype))
+
+
 def __getattr__(defect: str):
     """`planted.py:<defect>` as a checker target: the module's attribute is the target's factory."""
     if defect in DEFECTS:

@@ -114,8 +114,18 @@ def test_torch_native_table_shows_its_known_defects():
 
 def test_checker_runs_without_torch():
     """A framework's environment need not have torch: the checker, run by path, imports none of it."""
+    script = os.path.join(REPO, "torch_dlpack_bridge", "check", "__main__.py")
     block = "import runpy, sys; sys.modules['torch'] = None; sys.argv = ['check', '--help']; " \
-            f"runpy.run_path({os.path.join(REPO, 'torch_dlpack_bridge', 'check', '__main__.py')!r}, run_name='__main__')"
+            f"runpy.run_path({script!r}, run_name='__main__')"
     result = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "threads.concurrent-exports" in result.stdout
+
+
+def test_a_tensor_factory_is_a_target():
+    """`module:function` may name a factory `function(dtype, shape)`: its dtypes in a few shapes are the corpus."""
+    report = runner.run(f"{PLANTED}:make_tensor", ["export.managed", "allocator.prototype"])
+    assert report["error"] is None, report["error"]
+    assert [r["status"] for r in report["results"]] == ["PASS", "PASS"], report["results"]
+    assert report["versions"] == {"torch": torch.__version__}
+    assert int(report["results"][0]["detail"].split()[0]) >= 4 * 12  # dtypes x the four shapes

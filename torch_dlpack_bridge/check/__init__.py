@@ -2,7 +2,8 @@
 ``python -m torch_dlpack_bridge check [TARGET]``.
 
 TARGET is ``torch`` (this project's table, the default), ``torch-native`` (torch's own), ``torch-c-dlpack-ext``,
-``paddle``, ``cuda.core``, or ``module:function`` returning a :class:`~torch_dlpack_bridge.check.targets.Target`.
+``paddle``, ``cuda.core``, or ``module:function``: a function returning a
+:class:`~torch_dlpack_bridge.check.targets.Target`, or a tensor factory ``function(dtype, shape)``.
 Each case (``cases.CASES``) is PASS, FAIL (what was expected, what was seen) or SKIP (why). The cases run in a
 separate interpreter (``runner``), so a producer that crashes fails its case instead of ending the check.
 
@@ -56,7 +57,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", nargs="?", default="torch",
                         help="torch (this project's table; default), torch-native (torch's own), torch-c-dlpack-ext, "
-                             "paddle, cuda.core, or module:function returning a Target")
+                             "paddle, cuda.core, or module:function (returning a Target, or a tensor factory "
+                             "function(dtype: str, shape: tuple))")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--case", action="append", choices=NAMES, metavar="CASE", help="run only this case "
                         "(repeatable)")

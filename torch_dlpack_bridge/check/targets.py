@@ -2,7 +2,7 @@
 refused, and says which devices it has. Built-in targets: `torch` (this project's table), `torch-native`
 (torch.Tensor's own table, this package kept out), `torch-c-dlpack-ext` (the table the torch-c-dlpack-ext
 package publishes), `paddle`, `cuda.core` (StridedMemoryView of NumPy arrays); `module:function` (or
-`path/to/file.py:function`) names a function returning a Target.
+`path/to/file.py:function`) names a function returning a Target, or a tensor factory (Factory).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import importlib.util
+import inspect
 import os
 import warnings
 from typing import Any, Dict, List, Tuple
@@ -225,6 +226,36 @@ class CudaCore(Target):
         return tensor.exporting_obj  # the NumPy array (a view takes no weak references)
 
 
+class Factory(Target):
+    """A target made from a tensor factory `make(dtype: str, shape: tuple) -> tensor` (a CPU tensor, contents
+    unspecified): the corpus is every dtype name the factory takes, in a few shapes (0-d, empty, size-1 dims);
+    views and undescribable tensors need a Target of their own."""
+
+    DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+              "bfloat16", "float32", "float64", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2")
+    SHAPES = ((3, 4), (), (0, 3), (1, 4, 1))
+
+    def __init__(self, make):
+        self.make = make
+
+    def setup(self) -> Dict[str, str]:
+        package = type(self.make("float32", (1,))).__module__.split(".")[0]  # the framework, for its version
+        return {package: _distribution_version(package, importlib.import_module(package))}
+
+    def corpus(self) -> List[Case]:
+        out: List[Case] = []
+        for dtype in self.DTYPES:
+            for shape in self.SHAPES:
+                try:
+                    out.append((f"{dtype} {shape}", self.make(dtype, shape)))
+                except Exception:  # noqa: BLE001: a dtype the framework lacks
+                    break
+        return out
+
+    def sample(self, value: float) -> Any:
+        return self.make("float32", (SAMPLE_SIZE,))  # (`value` is not written: a factory only allocates)
+
+
 class CapsuleProducer:
     """A minimal `__dlpack__` producer of CPU memory with any DLPack dtype (made by the checker itself), for a
     dtype the framework can hold but not make (cuda.core's bfloat16 without ml_dtypes)."""
@@ -265,7 +296,8 @@ BUILT_IN = {"torch": lambda: Torch("bridge"), "torch-native": lambda: Torch("nat
 
 
 def resolve(spec: str) -> Target:
-    """A built-in target by name, or `module:function` / `path/to/file.py:function` returning a Target."""
+    """A built-in target by name, or `module:function` / `path/to/file.py:function`: a function of no arguments
+    returning a Target, or a tensor factory `function(dtype, shape)` (see Factory)."""
     if spec in BUILT_IN:
         return BUILT_IN[spec]()
     if ":" not in spec:
@@ -277,7 +309,12 @@ def resolve(spec: str) -> Target:
         loaded.loader.exec_module(module)
     else:
         module = importlib.import_module(module_name)
-    target = getattr(module, function)()
+    factory = getattr(module, function)
+    try:
+        takes_arguments = len(inspect.signature(factory).parameters) >= 2
+    except (TypeError, ValueError):  # a builtin without a signature: a Target factory, then
+        takes_arguments = False
+    target = Factory(factory) if takes_arguments else factory()
     if not all(callable(getattr(target, m, None)) for m in ("setup", "corpus", "sample")):  # duck-typed: the
         raise TypeError(f"{spec} returned {type(target).__name__}, not a Target")  # package may load by path
     if getattr(target, "name", "target") == "target":
