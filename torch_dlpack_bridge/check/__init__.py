@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import textwrap
 from typing import Dict, List, Optional
 

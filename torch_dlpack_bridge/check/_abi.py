@@ -15,7 +15,7 @@ from ctypes import (CFUNCTYPE, POINTER, PYFUNCTYPE, Structure, c_char_p, c_int, 
                     c_uint16, c_uint32, c_uint64, c_void_p, py_object)
 from typing import Any, Dict, Optional, Tuple
 
-READ_ONLY, IS_COPIED, IS_SUBBYTE_TYPE_PADDED = 1, 2, 4
+READ_ONLY, IS_COPIED = 1, 2  # the flags an export must agree on
 kDLCPU = 1
 CAPSULE_ATTR = "__dlpack_c_exchange_api__"
 INT_ATTR = "__c_dlpack_exchange_api__"
@@ -81,8 +81,6 @@ _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype, _capsule_pointer.argtypes = c_void_p, [py_object, c_char_p]
 _capsule_name = ctypes.pythonapi.PyCapsule_GetName
 _capsule_name.restype, _capsule_name.argtypes = c_char_p, [py_object]
-_capsule_check = ctypes.pythonapi.PyCapsule_IsValid
-_capsule_check.restype, _capsule_check.argtypes = c_int, [py_object, c_char_p]
 _decref = ctypes.pythonapi.Py_DecRef
 _decref.restype, _decref.argtypes = None, [c_void_p]
 

@@ -30,7 +30,7 @@ class Context:
     def __init__(self, target, exit_probe_command: Optional[List[str]] = None):
         self.target = target
         self.type = target.table_type()
-        self.capsule = self.type.__dict__.get(_abi.CAPSULE_ATTR, getattr(self.type, _abi.CAPSULE_ATTR, None))
+        self.capsule = getattr(self.type, _abi.CAPSULE_ATTR, None)
         self.legacy = getattr(self.type, _abi.INT_ATTR, None)
         address = 0
         if self.capsule is not None and _abi.is_capsule(self.capsule):
