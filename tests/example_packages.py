@@ -25,6 +25,17 @@ def pip_install(example, workdir, python=sys.executable, env=None):
     return site
 
 
+_INSTALLED = {}
+
+
+def install_once(example, tmp_path_factory):
+    """pip_install(example) once per test session (tests/test_bindings.py and tests/test_stubs.py share it);
+    returns the install directory."""
+    if example not in _INSTALLED:
+        _INSTALLED[example] = pip_install(example, tmp_path_factory.mktemp(example))
+    return _INSTALLED[example]
+
+
 def import_from(directory, name):
     """Imports module `name` from `directory` (only)."""
     sys.path.insert(0, directory)

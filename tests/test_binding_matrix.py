@@ -123,11 +123,12 @@ def test_matrix(outcomes, flavour, prefix, form, kind):
     assert f"{prefix}_{form}(): incompatible function arguments" in message
     assert "expected" not in message
     if prefix in ("typed", "dtypes"):
-        assert "tensor[dtype=float32, shape=(*), writable=False]" in message
+        assert "DLPackTensor, dict(dtype='float32', shape=(None,), writable=False)]" in message
     if prefix == "dtypes":
-        assert "tensor[dtype=float64, shape=(*), writable=False]" in message
+        assert "DLPackTensor, dict(dtype='float64', shape=(None,), writable=False)]" in message
     if form in ("keyword", "none_default"):
-        assert re.search(r"\bx: (typing\.)?(Optional\[)?tensor", message), message  # py::arg / nb::arg names it
+        assert re.search(r"\bx: (typing\.)?(Optional\[)?(typing\.Annotated\[)?torch_dlpack_bridge\.typing\.DLPackTensor",
+                         message), message  # py::arg / nb::arg names it
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)

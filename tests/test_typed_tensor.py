@@ -206,19 +206,25 @@ def test_checks_report_the_first_violation_in_order(m, x, exc, msg):
     refused(m, "all_of_them", x, exc, msg)
 
 
+T = "torch_dlpack_bridge.typing.DLPackTensor"  # what a tensor parameter is in a signature (and in a stub)
+
+
 def test_signatures_show_the_constraints(m):
-    # nanobind's ndarray style, in docstrings and in the overload error's list.
-    assert "(arg0: tensor[dtype=float32]" in m.f32.__doc__.replace("arg: ", "arg0: ")
+    # As valid stub annotations (typing.Annotated, the constraints in the metadata as nanobind's stubgen writes them
+    # for nb::ndarray), in docstrings and in the overload error's list.
+    assert f"(arg0: typing.Annotated[{T}, dict(dtype='float32')]" in m.f32.__doc__.replace("arg: ", "arg0: ")
     doc = m.all_of_them.__doc__
-    assert "tensor[dtype=float32, shape=(*, 3), order='C', device='cpu']" in doc
-    assert "tensor[dtype=float32, shape=(), writable=False]" in m.rank0.__doc__
-    assert "tensor[dtype=float4_e2m1fn_x2]" in m.f4e2m1fn_x2.__doc__
-    assert "tensor[dtype=bfloat16, shape=(*), writable=False]" in m.dtype.__doc__
-    assert "tensor[dtype=float32, shape=(*, *), order='C', writable=False]" in m.order.__doc__
-    assert "(arg0: tensor" in m.any_dtype.__doc__.replace("arg: ", "arg0: ") and "tensor[" not in m.any_dtype.__doc__
+    assert f"typing.Annotated[{T}, dict(dtype='float32', shape=(None, 3), order='C', device='cpu')]" in doc
+    assert f"typing.Annotated[{T}, dict(dtype='float32', shape=(), writable=False)]" in m.rank0.__doc__
+    assert f"typing.Annotated[{T}, dict(dtype='float4_e2m1fn_x2')]" in m.f4e2m1fn_x2.__doc__
+    assert f"typing.Annotated[{T}, dict(dtype='bfloat16', shape=(None,), writable=False)]" in m.dtype.__doc__
+    assert (f"typing.Annotated[{T}, dict(dtype='float32', shape=(None, None), order='C', writable=False)]"
+            in m.order.__doc__)
+    any_dtype = m.any_dtype.__doc__.replace("arg: ", "arg0: ")
+    assert f"(arg0: {T}" in any_dtype and "Annotated" not in any_dtype
     with pytest.raises(TypeError, match=r"incompatible function arguments") as info:
         m.rank("not a tensor")
-    assert "tensor[dtype=float32, shape=(*, 3), writable=False]" in str(info.value)
+    assert f"typing.Annotated[{T}, dict(dtype='float32', shape=(None, 3), writable=False)]" in str(info.value)
 
 
 def test_several_bad_arguments_give_one_type_error(m):
@@ -257,7 +263,7 @@ def test_dispatch_by_dtype(m):
             m.dtype(x)
         assert type(info.value) is TypeError and "expected" not in str(info.value)
         for name in ("float32", "float64", "int64", "bfloat16"):
-            assert f"tensor[dtype={name}, shape=(*), writable=False]" in str(info.value)
+            assert f"typing.Annotated[{T}, dict(dtype='{name}', shape=(None,), writable=False)]" in str(info.value)
 
 
 def test_a_violation_goes_to_the_next_overload(m):

@@ -36,14 +36,15 @@ def base_cmd(flavour):
     return [compiler(), "-std=c++17", f"-I{sysconfig.get_paths()['include']}", f"-I{INCLUDE}", *flags]
 
 
-def build(workdir):
-    """{flavour: path of the built module}, both compiled at once."""
+def build(workdir, source=SOURCE, prefix="tdb_typed"):
+    """{flavour: path of the built module <prefix>_<flavour>}, both compiled at once from `source` (tests/test_outputs.py
+    builds tests/outputs_module.cpp with it)."""
     procs = {}
     for flavour in FLAVOURS:
-        name = f"tdb_typed_{flavour}"
+        name = f"{prefix}_{flavour}"
         _, extra = binding_flags(flavour)
         out = os.path.join(str(workdir), name + sysconfig.get_config_var("EXT_SUFFIX"))
-        cmd = base_cmd(flavour) + ["-O1", "-fPIC", "-shared", f"-DTDB_MODULE={name}", SOURCE, *extra, "-o", out]
+        cmd = base_cmd(flavour) + ["-O1", "-fPIC", "-shared", f"-DTDB_MODULE={name}", source, *extra, "-o", out]
         if flavour == "nanobind":
             cmd.insert(-2, f"-DNB_DOMAIN={name}")
         procs[flavour] = (out, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))

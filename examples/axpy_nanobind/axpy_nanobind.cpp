@@ -29,10 +29,14 @@ void axpy_(float a, Vector x, DenseVector y) {
   for (int64_t i = 0, n = yv.size(0); i < n; ++i) yv(i) += a * xv(i);
 }
 
-tdb::ManagedTensor scaled_copy(float a, AnyShape x) {
-  tdb::ManagedTensor out = tdb::allocate_like(x);  // owned here; the caster hands it to x's producer
+// A typed output (torch_dlpack_bridge/output.h): a new float32 tensor of any rank, row-major, owned here until
+// returned; the caster then hands it to x's producer (a torch.Tensor for a torch.Tensor x).
+using Result = tdb::OwnedTensor<float>;
+
+Result scaled_copy(float a, AnyShape x) {
+  Result out = Result::empty_like(x);  // x's producer allocates it (torch's allocator), on x's device
   const float* xp = x.data();
-  float* op = tdb::data_ptr<float>(out.dl());
+  float* op = out.data();
   tdb::for_each_offset(x.dl(), [&](int64_t i, int64_t off) { op[i] = a * xp[off]; });
   return out;
 }

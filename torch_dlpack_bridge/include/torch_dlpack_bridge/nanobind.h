@@ -31,14 +31,30 @@
  * from_python() never throws and keeps nothing to raise later: nanobind's std::optional and list casters take
  * an element's value inside their own `noexcept` code, where a throwing value would end the process.
  *
- * Return values: a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
- * managed_tensor_to_py_object_no_sync (e.g. a torch.Tensor for tdb::allocate_like(x) with a torch x).
+ * Return values: a `tdb::OwnedTensor<float, tdb::ndim<2>>` (typed outputs, torch_dlpack_bridge/output.h,
+ * included here) or a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
+ * managed_tensor_to_py_object_no_sync (a torch.Tensor for `Out::empty_like(x)` with a torch x); a
+ * `std::tuple` of them (with `#include <nanobind/stl/tuple.h>`) becomes a Python tuple:
+ *
+ * \code
+ * using Out = tdb::OwnedTensor<float, tdb::ndim<1>>;
+ * m.def("split", [](tdb::Tensor<const float, tdb::ndim<1>> x) {
+ *   Out lo = Out::empty_like(x), hi = Out::empty_like(x);
+ *   ...
+ *   return std::make_tuple(std::move(lo), std::move(hi));  // (torch.Tensor, torch.Tensor)
+ * });
+ * \endcode
+ *
+ * Signatures (docstrings, errors, and so the stubs `python -m nanobind.stubgen` writes), as in pybind11.h: a
+ * tensor parameter is `torch_dlpack_bridge.typing.DLPackTensor`, a typed one `typing.Annotated[
+ * torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32', ...)]`, a returned tensor `typing.Any` or
+ * `typing.Annotated[typing.Any, dict(...)]`.
  *
  * Errors: a `tdb::Error` thrown by the function becomes its Python exception (TypeError, ValueError,
  * BufferError, ...), through an exception translator that the casters register on first use, once in each
  * extension module that includes this header, whatever its visibility flags; call
  * `tdb::register_nanobind_error_translator()` in NB_MODULE if a function may throw tdb::Error without any
- * tdb argument or result.
+ * tdb argument (a function taking no tensor that returns a tdb::OwnedTensor needs the call).
  */
 #ifndef TORCH_DLPACK_BRIDGE_NANOBIND_H_
 #define TORCH_DLPACK_BRIDGE_NANOBIND_H_
@@ -50,6 +66,7 @@
 #include <utility>
 
 #include "torch_dlpack_bridge/consumer.h"
+#include "torch_dlpack_bridge/output.h"
 #include "torch_dlpack_bridge/tensor.h"
 
 namespace tdb {
@@ -102,7 +119,8 @@ class NanobindHeld {
 template <class T>
 class NanobindArg : public NanobindHeld<T> {
  public:
-  static constexpr auto Name = nanobind::detail::const_name("tensor");
+  /*! \brief In a signature: the protocol type a caller passes; a returned ManagedTensor: the producer's type. */
+  static constexpr auto Name = nanobind::detail::io_name(kSignatureTensor, kSignatureResult);
   template <typename U>
   using Cast = nanobind::detail::movable_cast_t<U>;
   template <typename U>
@@ -127,7 +145,10 @@ class NanobindArg : public NanobindHeld<T> {
 template <class V, class... Ts>
 class NanobindTypedArg : public NanobindHeld<V> {
  public:
-  /*! \brief e.g. "tensor[dtype=float32, shape=(*, 3), order='C', device='cuda']" in signatures and errors. */
+  /*!
+   * \brief e.g. "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32', shape=(None, 3),
+   * order='C', device='cuda')]" in signatures and errors: a valid annotation for nanobind's stubgen.
+   */
   static constexpr auto Name = nanobind::detail::const_name(Signature<Ts...>::value.text);
   template <typename U>
   using Cast = nanobind::detail::movable_cast_t<U>;
@@ -170,6 +191,20 @@ struct type_caster<tdb::ManagedTensor> : tdb::detail::NanobindArg<tdb::ManagedTe
 /*! \brief Typed tdb::Tensor<...> arguments (tensor.h; see tdb::detail::NanobindTypedArg). */
 template <class... Ts>
 struct type_caster<tdb::Tensor<Ts...>> : tdb::detail::NanobindTypedArg<tdb::Tensor<Ts...>, Ts...> {};
+
+/*!
+ * \brief A returned tdb::OwnedTensor<...> (output.h) becomes its producer's tensor (a torch.Tensor for torch's
+ * table); in a `std::tuple` (with nanobind/stl/tuple.h), each one does. Output only.
+ */
+template <class... Ts>
+struct type_caster<tdb::OwnedTensor<Ts...>> {
+  /*! \brief e.g. "typing.Annotated[typing.Any, dict(dtype='float32', shape=(None, 3), order='C')]". */
+  static constexpr auto Name = const_name(tdb::detail::OutputSignature<Ts...>::value.text);
+  /*! \brief managed_tensor_to_py_object_no_sync; NULL with the Python exception set on failure. */
+  static handle from_cpp(tdb::OwnedTensor<Ts...>&& t, rv_policy, cleanup_list*) noexcept {
+    return tdb::guard([&]() -> PyObject* { return t.to_python(); });
+  }
+};
 
 }  // namespace detail
 }  // namespace nanobind

@@ -29,19 +29,36 @@
  * overload is tried, whatever the other arguments need (`f(Tensor<float>, float)` and `f(Tensor<double>,
  * double)` under one name take `f(float64 tensor, np.float32(2))`), and when no overload takes the call
  * pybind11 raises its TypeError, "f(): incompatible function arguments", listing every overload with its
- * parameters' names (`py::arg`) and constraints, e.g. `x: tensor[dtype=float32, shape=(*, 3), order='C',
- * device='cuda']`, and the arguments' reprs. That message is pybind11's: a caster can neither add the precise
+ * parameters' names (`py::arg`) and constraints, e.g. `x: typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor,
+ * dict(dtype='float32', shape=(None, 3), order='C', device='cuda')]`, and the arguments' reprs. That message is pybind11's: a caster can neither add the precise
  * violation to it nor raise its own without stopping the overloads after it, and it is never told the
  * parameter's name. A caster never throws.
  *
- * Return values: a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
- * managed_tensor_to_py_object_no_sync (e.g. a torch.Tensor for tdb::allocate_like(x) with a torch x).
+ * Return values: a `tdb::OwnedTensor<float, tdb::ndim<2>>` (typed outputs, torch_dlpack_bridge/output.h,
+ * included here) or a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
+ * managed_tensor_to_py_object_no_sync (a torch.Tensor for `Out::empty_like(x)` with a torch x); a
+ * `std::tuple` of them becomes a Python tuple:
+ *
+ * \code
+ * using Out = tdb::OwnedTensor<float, tdb::ndim<1>>;
+ * m.def("split", [](tdb::Tensor<const float, tdb::ndim<1>> x) {
+ *   Out lo = Out::empty_like(x), hi = Out::empty_like(x);
+ *   ...
+ *   return std::make_tuple(std::move(lo), std::move(hi));  // (torch.Tensor, torch.Tensor)
+ * });
+ * \endcode
+ *
+ * Signatures (docstrings, errors, and so the stubs pybind11-stubgen writes): a tensor parameter is
+ * `torch_dlpack_bridge.typing.DLPackTensor` (what a caller passes: any object with `__dlpack__`), a typed one
+ * `typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32', shape=(None,), ...)]`, a
+ * returned tensor `typing.Any` or `typing.Annotated[typing.Any, dict(...)]` (the producer's type).
  *
  * Errors: a `tdb::Error` thrown by the function becomes its Python exception (TypeError, ValueError,
  * BufferError, ...), through a module-local exception translator that the casters register on first use, in
  * every extension module that includes this header, whatever its visibility flags; call
  * `tdb::register_pybind11_error_translator()` in PYBIND11_MODULE if a function may throw tdb::Error without
- * any tdb argument or result.
+ * any tdb argument (a result's caster registers only after the body has run: a function taking no tensor that
+ * returns a tdb::OwnedTensor needs the call).
  */
 #ifndef TORCH_DLPACK_BRIDGE_PYBIND11_H_
 #define TORCH_DLPACK_BRIDGE_PYBIND11_H_
@@ -53,6 +70,7 @@
 #include <utility>
 
 #include "torch_dlpack_bridge/consumer.h"
+#include "torch_dlpack_bridge/output.h"
 #include "torch_dlpack_bridge/tensor.h"
 
 namespace tdb {
@@ -96,7 +114,7 @@ namespace detail {
 template <>
 class type_caster<tdb::TensorView> {
  public:
-  static constexpr auto name = const_name("tensor");
+  static constexpr auto name = const_name(tdb::detail::kSignatureTensor);
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
 
@@ -120,7 +138,7 @@ class type_caster<tdb::TensorView> {
 template <>
 class type_caster<tdb::ManagedTensor> {
  public:
-  PYBIND11_TYPE_CASTER(tdb::ManagedTensor, const_name("tensor"));
+  PYBIND11_TYPE_CASTER(tdb::ManagedTensor, io_name(tdb::detail::kSignatureTensor, tdb::detail::kSignatureResult));
 
   /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor. */
   bool load(handle src, bool /*convert*/) {
@@ -145,7 +163,10 @@ class type_caster<tdb::Tensor<Ts...>> {
   using Value = tdb::Tensor<Ts...>;
 
  public:
-  /*! \brief e.g. "tensor[dtype=float32, shape=(*, 3), order='C', device='cuda']" in signatures and errors. */
+  /*!
+   * \brief e.g. "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32', shape=(None, 3),
+   * order='C', device='cuda')]" in signatures and errors: a valid annotation for pybind11-stubgen's stubs.
+   */
   static constexpr auto name = const_name(tdb::detail::Signature<Ts...>::value.text);
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
@@ -169,6 +190,22 @@ class type_caster<tdb::Tensor<Ts...>> {
 
  private:
   std::optional<Value> value_;
+};
+
+/*!
+ * \brief A returned tdb::OwnedTensor<...> (output.h) becomes its producer's tensor (a torch.Tensor for torch's
+ * table); in a `std::tuple`, each one does. Output only: an OwnedTensor is never an argument.
+ */
+template <class... Ts>
+class type_caster<tdb::OwnedTensor<Ts...>> {
+ public:
+  /*! \brief e.g. "typing.Annotated[typing.Any, dict(dtype='float32', shape=(None, 3), order='C')]". */
+  static constexpr auto name = const_name(tdb::detail::OutputSignature<Ts...>::value.text);
+  /*! \brief managed_tensor_to_py_object_no_sync; throws tdb::Error (translated) on failure. */
+  static handle cast(tdb::OwnedTensor<Ts...>&& src, return_value_policy /*policy*/, handle /*parent*/) {
+    tdb::register_pybind11_error_translator();
+    return src.to_python();
+  }
 };
 
 }  // namespace detail

@@ -613,7 +613,7 @@ struct SignatureWriter {
       if (out) out[n] = *s;
   }
   constexpr void put_size(int64_t v) {
-    if (v < 0) return put("*");
+    if (v < 0) return put("None");
     char digits[24] = {};
     int k = 0;
     do {
@@ -626,21 +626,37 @@ struct SignatureWriter {
     }
   }
 };
+/*! \brief What a tensor parameter is in a signature: a Python type a stub can use (torch_dlpack_bridge/typing.py). */
+constexpr const char kSignatureTensor[] = "torch_dlpack_bridge.typing.DLPackTensor";
+/*! \brief What a returned tensor is in a signature: the producer's tensor type, which no stub can name. */
+constexpr const char kSignatureResult[] = "typing.Any";
+
 /*!
- * \brief The parameter's type in Python signatures and overload errors, nanobind's ndarray style:
- * "tensor[dtype=float32, shape=(*, 3), order='C', device='cuda', writable=False]" ("tensor" with no constraint).
+ * \brief The type of a tensor parameter (or, with Output, of a returned tensor) in Python signatures, docstrings
+ * and overload errors, as a valid stub annotation (pybind11-stubgen and nanobind's stubgen copy it into the
+ * .pyi): "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32', shape=(None, 3),
+ * order='C', device='cuda', writable=False)]", the constraints in the metadata as nanobind's stubgen writes
+ * them for its nb::ndarray; TDB_SIGNATURE_TENSOR alone for a parameter with no constraint. A returned tensor is
+ * "typing.Annotated[typing.Any, dict(dtype=..., order='C', ...)]": the producer's tensor type (a torch.Tensor,
+ * a paddle.Tensor) is only known at run time.
  */
-template <class Spec>
+template <class Spec, bool Output = false>
 constexpr void write_signature(SignatureWriter& w) {
-  w.put("tensor");
-  const bool c = std::is_same<typename Spec::Order, c_contig>::value;
+  const bool c = Output || std::is_same<typename Spec::Order, c_contig>::value;
   const bool f = std::is_same<typename Spec::Order, f_contig>::value;
-  if (!Spec::kHasDtype && Spec::kRank < 0 && !c && !f && Spec::kDevice < 0 && !Spec::kReadOnly) return;
-  const char* sep = "[";
+  const bool ro = !Output && Spec::kReadOnly;
+  if (!Spec::kHasDtype && Spec::kRank < 0 && !c && !f && Spec::kDevice < 0 && !ro) {
+    w.put(Output ? kSignatureResult : kSignatureTensor);  // no constraint: the bare type
+    return;
+  }
+  w.put("typing.Annotated[");
+  w.put(Output ? kSignatureResult : kSignatureTensor);
+  w.put(", dict(");
+  const char* sep = "";
   if constexpr (Spec::kHasDtype) {
-    w.put(sep);
-    w.put("dtype=");
+    w.put("dtype='");
     w.put(signature_dtype(dtype_traits<std::remove_const_t<typename Spec::Element>>::value));
+    w.put("'");
     sep = ", ";
   }
   if (Spec::kRank >= 0) {
@@ -650,7 +666,7 @@ constexpr void write_signature(SignatureWriter& w) {
       if (i) w.put(", ");
       w.put_size(fixed_sizes<typename Spec::Shape>::size_at(i));
     }
-    w.put(")");
+    w.put(Spec::kRank == 1 ? ",)" : ")");
     sep = ", ";
   }
   if (c || f) {
@@ -665,16 +681,16 @@ constexpr void write_signature(SignatureWriter& w) {
     w.put("'");
     sep = ", ";
   }
-  if (Spec::kReadOnly) {
+  if (ro) {
     w.put(sep);
     w.put("writable=False");
   }
-  w.put("]");
+  w.put(")]");
 }
-template <class Spec>
+template <class Spec, bool Output>
 constexpr size_t signature_length() {
   SignatureWriter w{nullptr, 0};
-  write_signature<Spec>(w);
+  write_signature<Spec, Output>(w);
   return w.n;
 }
 /*! \brief A NUL-terminated compile-time string of exactly N characters (for the casters' const_name). */
@@ -682,18 +698,23 @@ template <size_t N>
 struct SignatureText {
   char text[N + 1];
 };
-template <class Spec>
-constexpr SignatureText<signature_length<Spec>()> make_signature() {
-  SignatureText<signature_length<Spec>()> s{};
+template <class Spec, bool Output>
+constexpr SignatureText<signature_length<Spec, Output>()> make_signature() {
+  SignatureText<signature_length<Spec, Output>()> s{};
   SignatureWriter w{s.text, 0};
-  write_signature<Spec>(w);
+  write_signature<Spec, Output>(w);
   s.text[w.n] = 0;
   return s;
 }
 /*! \brief `Signature<Ts...>::value.text`: the type of a Tensor<Ts...> parameter in Python signatures. */
 template <class... Ts>
 struct Signature {
-  static constexpr auto value = make_signature<TensorSpec<Ts...>>();
+  static constexpr auto value = make_signature<TensorSpec<Ts...>, false>();
+};
+/*! \brief `OutputSignature<Ts...>::value.text`: the type of a returned OwnedTensor<Ts...> (output.h). */
+template <class... Ts>
+struct OutputSignature {
+  static constexpr auto value = make_signature<TensorSpec<Ts...>, true>();
 };
 
 /*! \brief Tag for the casters' constructor that leaves the check to them (see Tensor). */

@@ -1,0 +1,34 @@
+"""Static types for the tensors that kernels built with this project's binding headers take.
+
+The pybind11 and nanobind casters (``torch_dlpack_bridge/pybind11.h``, ``nanobind.h``) name a tensor
+parameter :class:`DLPackTensor` in signatures, so the stubs that pybind11-stubgen and
+``python -m nanobind.stubgen`` write are valid and a type checker accepts what a Python caller passes: a
+``torch.Tensor``, a ``numpy.ndarray``, or any other object with ``__dlpack__``. A typed parameter
+(``tdb::Tensor<float, tdb::ndim<1>>``) is ``typing.Annotated[DLPackTensor, dict(dtype='float32', shape=(None,))]``:
+the constraints are in the metadata, which type checkers show but do not check. A returned tensor is
+``typing.Any``: it is the producer's own tensor type (``torch.Tensor`` for a torch input), known only at run time.
+
+>>> import torch
+>>> from torch_dlpack_bridge.typing import DLPackTensor
+>>> isinstance(torch.ones(2), DLPackTensor)
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["DLPackTensor"]
+
+
+@runtime_checkable
+class DLPackTensor(Protocol):
+    """An object that DLPack's Python protocol can export: what a tensor parameter accepts.
+
+    Tensors whose type publishes DLPack's C exchange table (``torch.Tensor`` with this package) are taken
+    through the table; the others through ``__dlpack__``. Both have these two methods.
+    """
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def __dlpack_device__(self) -> Any: ...
