@@ -5,6 +5,7 @@
                                              # about 2-3 minutes on 2 cores), then measures for ~30 s
     python benchmarks/bindings.py --write    # also puts the section into benchmarks/RESULTS.md
     python benchmarks/bindings.py --typed-only --write   # only the typed-parameter section (issue 26)
+    python benchmarks/bindings.py --outputs-only --write # only the section on returning a new tensor
 
 Contenders, each a function f0(), f1(x), f3(x, y, z), f8(a, ..., h) that reads every tensor's data pointer:
 raw consumer.h (METH_FASTCALL, tdb::TensorView), the pybind11 caster (torch_dlpack_bridge/pybind11.h),
@@ -30,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE / "bindings"
 START, END = "<!-- bindings:start -->", "<!-- bindings:end -->"
 TYPED_START, TYPED_END = "<!-- bindings-typed:start -->", "<!-- bindings-typed:end -->"  # issue 26, just after
+OUTPUTS_START, OUTPUTS_END = "<!-- bindings-outputs:start -->", "<!-- bindings-outputs:end -->"  # after typed
 
 import torch  # noqa: E402
 
@@ -158,6 +160,62 @@ def typed_report(typed: Dict[str, Dict[str, List[float]]], rounds: int, calls: i
     return "\n".join(lines) + "\n"
 
 
+def outputs_contenders(mods) -> Dict[str, Callable]:
+    """Returning one new tensor like x (float32, 1-D): name -> new1(x). The torch extension comes first (the
+    baseline of the ratios)."""
+    pb, nb, raw, ext = mods["pybind11"], mods["nanobind"], mods["raw"], mods["torch_ext"]
+    return {
+        "pybind11 torch extension, `torch::empty(x.sizes(), x.options())`": ext.new1,
+        "pybind11 caster, `tdb::OwnedTensor<float, ndim<1>>::empty_like(x)`": pb.new1,
+        "nanobind caster, `tdb::OwnedTensor<float, ndim<1>>::empty_like(x)`": nb.new1,
+        "raw consumer.h, `OwnedTensor::empty_like(x).to_python()`": raw.new1,
+        "nanobind `nb::ndarray<nb::pytorch, float, ndim<1>>` (x as `nb::ndarray`)": nb.nd_new1,
+        "Python `torch.empty_like(x)` (no extension)": torch.empty_like,
+    }
+
+
+def measure_outputs(mods, rounds: int, calls: int) -> Dict[str, List[float]]:
+    """ns per call of new1(x) per contender, one entry per round; rotating order."""
+    x = torch.ones(4)
+    table = outputs_contenders(mods)
+    names = list(table)
+    data: Dict[str, List[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            number = max(1, calls // 20) if "nb::ndarray" in name else calls  # microseconds per tensor
+            data[name].append(timeit.timeit("f(x)", number=number, globals={"f": table[name], "x": x}) / number * 1e9)
+    return data
+
+
+def outputs_report(data: Dict[str, List[float]], rounds: int, calls: int, elapsed: float) -> str:
+    """The section on returning a new tensor: per call, against the torch extension calling torch::empty."""
+    names = list(data)
+    ext = names[0]
+    lines = [OUTPUTS_START, "## Returning a new tensor: one float32 (4,) output like the input (benchmarks/bindings.py)",
+             "", f"torch {torch.__version__}, Python {sys.version.split()[0]}, this project's table published; x is "
+             "a float32 CPU tensor (4,), each function allocates and returns one new tensor like it (not written). "
+             f"Best of {rounds} rounds x {calls} calls (`nb::ndarray`: {max(1, calls // 20)}), contenders in "
+             f"rotating order, measured in {elapsed:.0f} s; load average at the end {os.getloadavg()[0]:.1f} on "
+             f"{os.cpu_count()} CPUs. Ratios are medians of per-round ratios.", "",
+             "| contender | ns per call | / `torch::empty` extension |", "|---|---:|---:|"]
+    for n in names:
+        lines.append(f"| {n} | {min(data[n]):,.0f} | {ratio(data[n], data[ext]):.2f}x |")
+    pb = names[1]
+    r = ratio(data[pb], data[ext])
+    lines += ["", "| target | measured | met |", "|---|---:|---|",
+              f"| pybind11 caster returning a `tdb::OwnedTensor` <= 0.6 x the `torch::empty` extension, per call | "
+              f"{r:.2f}x | {'yes' if r <= 0.6 else '**no**'} |", OUTPUTS_END]
+    return "\n".join(lines) + "\n"
+
+
+def outputs_section(mods, rounds: int = 7, calls: int = 200000) -> str:
+    """Measures returning a new tensor and returns its markdown section."""
+    start = time.monotonic()
+    data = measure_outputs(mods, rounds, calls)
+    save(outputs=data)
+    return outputs_report(data, rounds, calls, time.monotonic() - start)
+
+
 def measure(mods, rounds: int, calls: int) -> Dict[str, Dict[str, List[float]]]:
     """ns per call for each contender and arity, one list entry per round; rounds rotate the order."""
     x, y, z = torch.ones(4), torch.ones(4), torch.ones(4)
@@ -251,7 +309,7 @@ def section(build_dir: Path, rounds: int = 7, calls: int = 200000) -> str:
     elapsed = time.monotonic() - start
     text = report(data, rounds, calls, elapsed)
     save(data=data)
-    return text + "\n" + typed_section(mods, rounds, calls)
+    return text + "\n" + typed_section(mods, rounds, calls) + "\n" + outputs_section(mods, rounds, calls)
 
 
 def typed_section(mods, rounds: int = 7, calls: int = 200000) -> str:
@@ -294,18 +352,27 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help="put the section into benchmarks/RESULTS.md")
     parser.add_argument("--typed-only", action="store_true",
                         help="measure only the typed-parameter contenders (issue 26) and write only their section")
+    parser.add_argument("--outputs-only", action="store_true",
+                        help="measure only returning a new tensor and write only its section")
     args = parser.parse_args()
     if args.typed_only:
         torch_dlpack_bridge.install(prefer="bridge")
         text = typed_section(build(args.build_dir), args.rounds, args.calls)
+    elif args.outputs_only:
+        torch_dlpack_bridge.install(prefer="bridge")
+        text = outputs_section(build(args.build_dir), args.rounds, args.calls)
     else:
         text = section(args.build_dir, args.rounds, args.calls)
     print(text)
     if args.write:
         results = HERE / "RESULTS.md"
-        if not args.typed_only:
+        if not (args.typed_only or args.outputs_only):
             write_into(results, text[:text.index(END) + len(END)])
-        write_into(results, text[text.index(TYPED_START):], TYPED_START, TYPED_END, after=END)
+        if TYPED_START in text:
+            write_into(results, text[text.index(TYPED_START):text.index(TYPED_END) + len(TYPED_END)], TYPED_START,
+                       TYPED_END, after=END)
+        if OUTPUTS_START in text:
+            write_into(results, text[text.index(OUTPUTS_START):], OUTPUTS_START, OUTPUTS_END, after=TYPED_END)
     return 0
 
 

@@ -36,7 +36,22 @@ uintptr_t checked(tdb::TensorView& v) {
 }
 }  // namespace
 
+// Returning one new tensor like x (float32, 1-D): new1(x) through the caster (tdb::OwnedTensor, x's producer
+// allocates); nd_new1(x) nanobind's own way, x taken as nb::ndarray and the result a new[]-allocated
+// nb::ndarray<nb::pytorch, float, nb::ndim<1>> owned by a capsule (what nanobind's documentation shows).
+using In = tdb::Tensor<const float, tdb::ndim<1>>;
+using Out = tdb::OwnedTensor<float, tdb::ndim<1>>;
+using NdTorch = nb::ndarray<nb::pytorch, float, nb::ndim<1>>;
+
+NdTorch nd_new(size_t n) {
+  float* data = new float[n];
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+  return NdTorch(data, {n}, owner);
+}
+
 NB_MODULE(bench_nanobind, m) {
+  m.def("new1", [](const In& x) { return Out::empty_like(x); });
+  m.def("nd_new1", [](const nb::ndarray<float, nb::ndim<1>>& x) { return nd_new(x.shape(0)); });
   m.def("f0", []() {});
   m.def("f1", [](const tdb::TensorView& x) { g_sink = addr(x); });
   m.def("f3", [](const tdb::TensorView& x, const tdb::TensorView& y, const tdb::TensorView& z) {

@@ -2,7 +2,7 @@
 // f0(), f1(x), f3(x, y, z), f8(a..h): take tdb::TensorView arguments and read each data pointer.
 // Issue 26, 8 tensors each required to be float32, 1-D, row-major contiguous, on the CPU and writable:
 // typed8(a..h) declares it (tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>), checked8(a..h)
-// takes tdb::TensorView and checks by hand with tdb::check_*.
+// takes tdb::TensorView and checks by hand with tdb::check_*. new1(x): a new tensor like x (tdb::OwnedTensor).
 #include <cstdint>
 
 #include <torch_dlpack_bridge/pybind11.h>
@@ -25,7 +25,12 @@ uintptr_t checked(tdb::TensorView& v) {
 }
 }  // namespace
 
+// Returning one new tensor: new1(x) allocates a tensor like x (float32, 1-D) through x's producer and returns it.
+using In = tdb::Tensor<const float, tdb::ndim<1>>;
+using Out = tdb::OwnedTensor<float, tdb::ndim<1>>;
+
 PYBIND11_MODULE(bench_pybind11, m) {
+  m.def("new1", [](const In& x) { return Out::empty_like(x); });
   m.def("f0", []() {});
   m.def("f1", [](const tdb::TensorView& x) { g_sink = addr(x); });
   m.def("f3", [](const tdb::TensorView& x, const tdb::TensorView& y, const tdb::TensorView& z) {

@@ -1,11 +1,13 @@
 // bench_raw: METH_FASTCALL functions over consumer.h (no binding library), for benchmarks/bindings.py.
 // f0(), f1(x), f3(x, y, z), f8(a..h): take tdb::TensorView arguments and read each data pointer.
+// new1(x): a new tensor like x (float32, 1-D; tdb::OwnedTensor, output.h), returned through x's producer.
 // view_loop(t, iters): ns per tdb::TensorView of t, timed in a C loop (the per-tensor cost of consumer.h).
 #include <time.h>
 
 #include <cstdint>
 
 #include "torch_dlpack_bridge/consumer.h"
+#include "torch_dlpack_bridge/output.h"
 
 namespace {
 volatile uintptr_t g_sink;  // keeps the reads of the data pointers
@@ -67,6 +69,14 @@ PyObject* view_loop(PyObject*, PyObject* const* args, Py_ssize_t n) {
   });
 }
 
+PyObject* new1(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return tdb::guard([&]() -> PyObject* {
+    nargs(n, 1);
+    tdb::Tensor<const float, tdb::ndim<1>> x(args[0], "x");
+    return tdb::OwnedTensor<float, tdb::ndim<1>>::empty_like(x).to_python();
+  });
+}
+
 template <class F>
 PyCFunction fast(F f) {
   return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
@@ -76,6 +86,7 @@ PyMethodDef methods[] = {{"f0", fast(f0), METH_FASTCALL, nullptr},
                          {"f3", fast(f3), METH_FASTCALL, nullptr},
                          {"f8", fast(f8), METH_FASTCALL, nullptr},
                          {"view_loop", fast(view_loop), METH_FASTCALL, nullptr},
+                         {"new1", fast(new1), METH_FASTCALL, nullptr},
                          {nullptr, nullptr, 0, nullptr}};
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "bench_raw", nullptr, -1, methods};
 }  // namespace

@@ -19,6 +19,8 @@ uintptr_t checked(const torch::Tensor& t) {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  // Returning one new tensor like x, as a torch extension does.
+  m.def("new1", [](const torch::Tensor& x) { return torch::empty(x.sizes(), x.options()); });
   m.def("f0", []() {});
   m.def("f1", [](const torch::Tensor& x) { g_sink = addr(x); });
   m.def("f3", [](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z) {
