@@ -49,6 +49,13 @@ int failing_alloc(DLTensor*, DLManagedTensorVersioned** out, void* ctx, void (*s
   set_error(ctx, "MemoryError", "fake allocator is out of memory");
   return -1;
 }
+// An allocator that allocates another dtype than asked (int32 for float32: the same size, only the dtype tells).
+int other_dtype_alloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* ctx,
+                      void (*set_error)(void*, const char*, const char*)) {
+  DLTensor asked = *prototype;
+  asked.dtype = DLDataType{kDLInt, 32, 1};
+  return g_base->managed_tensor_allocator(&asked, out, ctx, set_error);
+}
 PyObject* ptr(const void* p) { return PyLong_FromVoidPtr(const_cast<void*>(p)); }
 PyObject* tuple(const int64_t* v, int32_t n) {
   PyObject* t = PyTuple_New(n);
@@ -73,6 +80,7 @@ PyObject* make_table(PyObject*, PyObject* args) {
     if (v == "no_view") t->dltensor_from_py_object_no_sync = nullptr;
     if (v == "fake_cuda") t->dltensor_from_py_object_no_sync = fake_cuda_view;
     if (v == "failing_alloc") t->managed_tensor_allocator = failing_alloc;
+    if (v == "other_dtype_alloc") t->managed_tensor_allocator = other_dtype_alloc;
     if (v == "offset") {
       t->dltensor_from_py_object_no_sync = offset_view;
       t->managed_tensor_from_py_object_no_sync = offset_managed;

@@ -27,3 +27,26 @@ class Recording:
 
     def __dlpack_device__(self):
         return self.device
+
+
+class OtherLanes:
+    """Exports a NumPy array through its versioned capsule with the dtype's lanes rewritten to `lanes` (no
+    torch dtype has lanes other than 1 but float4_e2m1fn_x2, so only such a producer shows a consumer reading
+    the lanes)."""
+
+    _LANES = 32 + 22  # DLManagedTensorVersioned's DLTensor, then its dtype's lanes (uint16)
+
+    def __init__(self, array, lanes):
+        self.array, self.lanes = array, lanes
+
+    def __dlpack__(self, **kwargs):
+        import ctypes
+
+        from offset_producer import _capsule_pointer
+
+        capsule = self.array.__dlpack__(max_version=(1, 0))
+        ctypes.c_uint16.from_address(_capsule_pointer(capsule, b"dltensor_versioned") + self._LANES).value = self.lanes
+        return capsule
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()

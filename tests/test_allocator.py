@@ -5,6 +5,7 @@ and raises the builtin exception SetError named only if SetError ran exactly onc
 success (otherwise SystemError): so `pytest.raises(ValueError)` below also checks the SetError contract.
 """
 
+import ctypes
 import gc
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 
 from conftest import (CPU, DLPACK_DTYPES, FLOAT32, MISSING_DLPACK_DTYPES, cuda_device_0_expectation, kDLCPU, kDLCUDA,
                       kDLCUDAHost, kDLOpenCL)
+from table_ctypes import GARBAGE, allocate_into
 
 kDLROCMHost, kDLCUDAManaged = 11, 13
 
@@ -140,6 +142,12 @@ def test_allocator_reports_bad_prototype_through_set_error_once(probe, api, case
     with pytest.raises(error, match=fragment) as raised:
         probe.allocate(api, shape, dtype, device)
     assert type(raised.value) is error
+
+
+def test_failed_allocation_leaves_null_in_out_whatever_was_there():
+    out = ctypes.c_void_p(GARBAGE)
+    status, errors = allocate_into(None, out)
+    assert (status, errors, out.value) == (-1, [("ValueError", "prototype must not be NULL")], None)
 
 
 def test_allocator_refuses_dlpack_dtypes_this_torch_lacks(probe, api):

@@ -400,6 +400,15 @@ def test_allocate_error_becomes_python_exception(probe):
         probe.alloc(torch.empty(0), (2,), (3, 64, 1))
 
 
+def test_allocation_of_another_dtype_than_asked_is_refused(probe):
+    class OtherDtype(torch.Tensor):
+        __dlpack_c_exchange_api__ = probe.make_table(TORCH_CAPSULE, 1, 3, None, "other_dtype_alloc")
+
+    assert probe.alloc(torch.empty(0), (2,), (0, 32, 1)).dtype == torch.int32  # what it hands back
+    with pytest.raises(BufferError, match="producer allocator returned a tensor other than the one requested"):
+        probe.alloc(torch.empty(0).as_subclass(OtherDtype), (2,), (2, 32, 1))
+
+
 def test_current_stream(probe):
     assert probe.stream(torch.ones(1), 1, 0) == 0  # CPU: NULL without asking the producer
     try:  # a CPU-only torch may answer NULL or raise, but must not crash
@@ -594,12 +603,13 @@ def test_protocol_null_shape_without_data_is_buffer_error(probe, read):
         getattr(probe, read)(Recording(a, result=capsule))
 
 
-def test_protocol_refuses_other_major_version_after_calling_its_deleter(probe):
+@pytest.mark.parametrize("major", [2, 0])
+def test_protocol_refuses_other_major_version_after_calling_its_deleter(probe, major):
     a = np.ones(3, dtype=np.float32)
     refs = sys.getrefcount(a)
     capsule = a.__dlpack__(max_version=(1, 0))
-    ctypes.c_uint32.from_address(_capsule_pointer(capsule, b"dltensor_versioned")).value = 2
-    with pytest.raises(BufferError, match="argument 't': DLPack tensor of major version 2"):
+    ctypes.c_uint32.from_address(_capsule_pointer(capsule, b"dltensor_versioned")).value = major
+    with pytest.raises(BufferError, match=f"argument 't': DLPack tensor of major version {major}"):
         probe.view_info(Recording(a, result=capsule))
     del capsule
     assert sys.getrefcount(a) == refs  # the producer's deleter ran (NumPy's releases the array)

@@ -8,6 +8,7 @@ what DLPack cannot describe, TypeError for what is not a tensor). torch's own ta
 succeeds; where this project deliberately differs the test says so explicitly.
 """
 
+import ctypes
 import gc
 import textwrap
 import warnings
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 from conftest import CPU, DLPACK_DTYPES, FLOAT32, run_python
+from table_ctypes import GARBAGE, export_into
 
 
 # ---- helpers ----------------------------------------------------------------------------------------
@@ -240,10 +242,41 @@ def test_export_accepts_user_subclass_with_torch_function(api, describe):
     assert describe(api, t) == expected_info(plain, FLOAT32)
 
 
+@pytest.mark.parametrize("make", [lambda: torch.empty(2, device="meta"),
+                                  lambda: torch.empty(2, device="meta").as_subclass(TorchFunctionSubclass)],
+                         ids=["tensor", "subclass"])
+def test_refused_owning_export_leaves_null_in_out_whatever_was_there(make):
+    """Both paths (the inline one for torch.Tensor, the checked one for subclasses) clear `out` first."""
+    out = ctypes.c_void_p(GARBAGE)
+    with pytest.raises(BufferError, match="meta tensor"):
+        export_into(make(), out)
+    assert out.value is None
+
+
 def test_export_accepts_inference_mode_tensor(api, describe):
     with torch.inference_mode():
         t = torch.ones(3)
     assert describe(api, t) == expected_info(t, FLOAT32)
+
+
+class AsksPythonForItsDevice(torch.Tensor):
+    """A subclass with a device policy (its device comes from __torch_dispatch__): the exporters' fast path
+    leaves such tensors to the general one (describe_general in csrc/export.cpp)."""
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if func is torch.ops.prim.device.default:
+            return torch.device("cpu")
+        return NotImplemented
+
+
+@pytest.mark.parametrize("layout", ["sliced_storage_offset", "zero_dim_with_offset", "diagonal", "transposed"])
+def test_general_path_export_of_an_offset_view_points_at_its_first_element(probe, api, native, describe, layout):
+    """The general path adds the storage offset too: data is the view's first element, not the storage's."""
+    plain = LAYOUTS[layout]()
+    t = torch.Tensor._make_subclass(AsksPythonForItsDevice, plain, False, dispatch_device=True)
+    assert describe(api, t) == describe(native, t) == expected_info(plain, FLOAT32)
+    assert elements_through_pointer(probe, describe(api, t), 4) == expected_elements(plain)
 
 
 # ---- owning export ----------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ field by field, malformed on purpose, whose deleter counts into `_probe.deleter_
 """
 
 import gc
+import os
+import subprocess
 import textwrap
 import warnings
 
@@ -235,6 +237,20 @@ def test_import_accepts_size_zero_with_null_data(probe, api):
     assert x.shape == (2, 0) and x.data_ptr() == 0
 
 
+@pytest.mark.parametrize("shape, strides", [([0, 3], [-3, 1]), ([2, 0], [-1, -2]), ([0], [-5])])
+def test_import_of_size_zero_tensor_with_negative_strides_gives_torch_strides_of_one(probe, api, shape, strides):
+    """No element is ever addressed, so a negative stride is no refusal; torch wants strides >= 0: each
+    negative one becomes 1, and the tensor works as any empty tensor."""
+    calls = DeleterCount(probe)
+    x = probe.make(0, CPU, FLOAT32, shape, strides).to_python(api)
+    assert x.shape == tuple(shape)
+    assert x.stride() == tuple(1 if s < 0 else s for s in strides)
+    assert torch.equal(x + 1, torch.empty(shape)) and x.contiguous().numel() == 0
+    del x
+    gc.collect()
+    assert calls.new == 1
+
+
 def test_import_accepts_64_dims(probe, api):
     buf = buffer16()
     x = make_over(probe, buf, shape=[1] * 63 + [4], strides=[1] * 64).to_python(api)
@@ -263,6 +279,19 @@ def test_imported_storage_cannot_grow_into_memory_the_producer_does_not_own(prob
     with pytest.raises(RuntimeError, match="not resizable"):
         x.resize_(1000)
     assert x.data_ptr() == buf.ctypes.data
+
+
+@pytest.mark.parametrize("shape, strides, nbytes", [([4], [1], 16), ([2, 3], [3, 1], 24), ([3, 2], [1, 3], 24),
+                                                    ([2], [3], 16), ([3, 4], [0, 1], 16), ([1], [1], 4)])
+def test_imported_storage_spans_exactly_the_producers_elements(probe, api, native, shape, strides, nbytes):
+    """The storage ends at the last element: one element more and a resize_ within it would reach memory the
+    producer never lent (torch's table computes the same size)."""
+    buf = buffer16()
+    x = make_over(probe, buf, shape=shape, strides=strides).to_python(api)
+    theirs = make_over(probe, buf, shape=shape, strides=strides).to_python(native)
+    assert x.untyped_storage().nbytes() == theirs.untyped_storage().nbytes() == nbytes
+    with pytest.raises(RuntimeError, match="not resizable"):
+        x.resize_(nbytes // 4 + 1)
 
 
 # ---- versions and deleters --------------------------------------------------------------------------
@@ -366,6 +395,55 @@ def test_import_that_cannot_allocate_the_python_object_raises_memory_error():
     assert "MemoryError:" in result.stdout  # torch >= 2.13 says "Failed to allocate a Tensor object"; 2.4 nothing
     assert "deleter calls: 2" in result.stdout  # the counting trampoline and the probe's deleter, once each
     assert "owning export: MemoryError" in result.stdout
+
+
+FAILING_NEW = """
+#include <cstdlib>
+#include <new>
+static thread_local int fail_in = 0;  // 0: never; n: the n-th operator new from now on, in this thread, fails
+extern "C" void tdb_fail_operator_new(int n) { fail_in = n; }
+void* operator new(std::size_t size) {
+  if (fail_in > 0 && --fail_in == 0) throw std::bad_alloc();
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+"""
+
+
+def test_import_failing_once_the_storage_owns_the_producer_tensor_releases_it_once(tmp_path):
+    """The import's first C++ allocation is the storage's, after its DataPtr took the producer's tensor over:
+    when it fails (std::bad_alloc, here from a preloaded operator new), that DataPtr alone releases the
+    tensor, once, and the import raises MemoryError. The tensor's memory outlives its deleter, so a second
+    call would be counted (the probe's tensors free themselves, and glibc may clear a freed deleter)."""
+    source, shim = tmp_path / "failing_new.cpp", tmp_path / "failing_new.so"
+    source.write_text(FAILING_NEW)
+    subprocess.run(["c++", "-shared", "-fPIC", "-O1", str(source), "-o", str(shim)], check=True)
+    code = textwrap.dedent(f"""
+        import ctypes, sys, numpy as np, torch, torch_dlpack_bridge
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        from table_ctypes import counted_float32_tensor, import_struct
+        shim = ctypes.CDLL({str(shim)!r})
+        m, calls = counted_float32_tensor(np.arange(4, dtype=np.float32))
+        shim.tdb_fail_operator_new(1)
+        try:
+            import_struct(m)
+            print("imported")
+        except MemoryError as e:
+            print("MemoryError:", e)
+        shim.tdb_fail_operator_new(0)
+        print("deleter calls:", len(calls))
+        calls.clear()
+        x = import_struct(m)  # the same struct imports once nothing fails
+        assert torch.equal(x, torch.arange(4.0)) and calls == []
+        del x
+        print("deleter calls after a successful import:", len(calls))
+    """)
+    result = run_python(code, LD_PRELOAD=str(shim))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "MemoryError: out of memory\ndeleter calls: 1\n" in result.stdout, result.stdout
+    assert "deleter calls after a successful import: 1" in result.stdout
 
 
 @pytest.mark.parametrize("dtype, byte_offset", [((2, 32, 1), 2), ((2, 32, 1), 6), ((0, 16, 1), 1),

@@ -19,6 +19,7 @@ import torch
 
 import torch_dlpack_bridge  # noqa: F401  (publishes the table)
 from fake_cuda import FakeCuda
+from producers import OtherLanes
 import typed_tensor_build
 from typed_tensor_build import HERE, INCLUDE, SOURCE, base_cmd
 
@@ -99,6 +100,10 @@ def test_element_type_refused_with_its_message(m, fn):
     refused(m, fn, torch.ones(2, dtype=other), TypeError, f"expected dtype {name}, got {other_name}$")
 
 
+def test_element_type_refuses_the_same_code_and_bits_with_other_lanes(m):
+    refused(m, "f32", OtherLanes(np.ones(4, dtype=np.float32), 2), TypeError, "expected dtype float32, got float32x2$")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e5m2, torch.int16, torch.bool])
 def test_no_element_type_accepts_any_dtype(m, dtype):
     assert m.any_dtype(tensor_of(dtype)) == DTYPES[next(k for k, v in DTYPES.items() if v[0] is dtype)][1]
@@ -159,6 +164,14 @@ def test_f_contig(m):
         m.f_contig(x)
     refused(m, "f_contig", torch.ones(3, 2), ValueError,
             r"expected a column-major \(f_contig\) tensor, got strides \[2, 1\] for shape \[3, 2\]$")
+
+
+@pytest.mark.parametrize("make", [lambda: torch.ones(3, 0), lambda: torch.ones(0, 3),
+                                  lambda: torch.as_strided(torch.ones(9), (3, 1), (1, 99))],
+                         ids=["empty_last", "empty_first", "size1_odd"])
+def test_f_contig_accepts_any_strides_where_no_element_needs_them(m, make):
+    """As c_contig: the strides of an empty tensor, or of a size-one dimension, address nothing."""
+    m.f_contig(make())
 
 
 # ----------------------------------------------------------------------------- device type
