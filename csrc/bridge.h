@@ -23,4 +23,10 @@ DLManagedTensorVersioned* export_owning(const at::Tensor& tensor);
 // Owning export of `view` (already validated), holding `storage` and its own copy of shape and strides.
 DLManagedTensorVersioned* export_owning(c10::Storage storage, const DLTensor& view);
 
+// For the import of a tensor our allocator made (a kernel's new output coming back to Python): when `m` is
+// our owning export of a storage that nothing else shares and cannot grow (the allocator's: one reference,
+// not resizable) and its data starts at the storage's, that storage, which the import may move into the new
+// tensor (no second storage, no deleter chain; m's deleter then frees only m). Otherwise nullptr.
+c10::Storage* unshared_allocation(DLManagedTensorVersioned* m) noexcept;
+
 }  // namespace tdb

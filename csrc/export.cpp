@@ -265,6 +265,17 @@ DLManagedTensorVersioned* export_owning(c10::Storage storage, const DLTensor& vi
   return make_owned(std::move(storage), view);
 }
 
+c10::Storage* unshared_allocation(DLManagedTensorVersioned* m) noexcept {
+  if (m->deleter != delete_owned_export) return nullptr;
+  c10::Storage& storage = reinterpret_cast<OwnedExport*>(m)->storage;
+  // Only the allocator makes non-resizable storages here; one reference: no tensor or other export shares it.
+  if (storage.resizable() || storage.use_count() != 1 || m->dl_tensor.byte_offset != 0 ||
+      (m->dl_tensor.data != nullptr && m->dl_tensor.data != storage.data())) {
+    return nullptr;
+  }
+  return &storage;
+}
+
 DLManagedTensorVersioned* export_owning(const at::Tensor& t) {
   DLTensor view;
   describe(t, view);

@@ -77,13 +77,25 @@ at::Tensor import_tensor(DLManagedTensorVersioned* m, bool& owned_by_tensor) {
     fail(ErrorKind::Value, "DLPack tensor extent overflows");
   }
 
+  auto keys = c10::DispatchKeySet(c10::computeDispatchKey(scalar_type, c10::kStrided, device));
+  c10::Storage* allocated = opaque ? nullptr : unshared_allocation(m);
+  if (allocated != nullptr) {
+    // A tensor our allocator made: the new tensor takes its storage as it is; `m` (shape and strides read
+    // first) is freed after, holding nothing. Until then the caller still owns `m`, which owns no memory.
+    at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(std::move(*allocated), keys,
+                                                                 c10::scalarTypeToTypeMeta(scalar_type));
+    tensor.unsafeGetTensorImpl()->set_sizes_and_strides(c10::IntArrayRef(t.shape, static_cast<size_t>(t.ndim)),
+                                                        c10::IntArrayRef(strides, static_cast<size_t>(t.ndim)));
+    owned_by_tensor = true;
+    release_producer_tensor(m);
+    return tensor;
+  }
   // From here on the DataPtr owns `m`: any exception releases it through the producer's deleter, once.
   void* data = t.data == nullptr || opaque ? t.data : static_cast<char*>(t.data) + t.byte_offset;
   c10::DataPtr data_ptr(data, m, release_producer_tensor, device);
   owned_by_tensor = true;
   c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data_ptr), /*allocator=*/nullptr,
                        /*resizable=*/false);
-  auto keys = c10::DispatchKeySet(c10::computeDispatchKey(scalar_type, c10::kStrided, device));
   at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), keys,
                                                                c10::scalarTypeToTypeMeta(scalar_type));
   c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();

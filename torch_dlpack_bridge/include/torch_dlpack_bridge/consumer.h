@@ -931,9 +931,11 @@ inline PyObject* exception_class(const std::string& kind) {
 inline ManagedTensor allocate(const DLPackExchangeAPI* api, int32_t ndim, const int64_t* shape, DLDataType dtype,
                               DLDevice device) {
   if (!api) throw Error(PyExc_TypeError, "tdb::allocate: no producer table to allocate with");
-  std::vector<int64_t> strides(ndim > 0 ? ndim : 0);
+  int64_t small[8];  // the prototype's strides: on the stack up to 8 dimensions (a kernel's output, every call)
+  std::vector<int64_t> large(ndim > 8 ? ndim : 0);
+  int64_t* strides = ndim > 8 ? large.data() : small;
   for (int64_t i = ndim - 1, s = 1; i >= 0; s *= shape[i], --i) strides[i] = s;
-  DLTensor proto{nullptr, device, ndim, dtype, const_cast<int64_t*>(shape), strides.data(), 0};
+  DLTensor proto{nullptr, device, ndim, dtype, const_cast<int64_t*>(shape), strides, 0};
   DLManagedTensorVersioned* out = nullptr;
   detail::AllocError err;
   if (api->managed_tensor_allocator(&proto, &out, &err, detail::set_alloc_error) != 0 || !out) {
