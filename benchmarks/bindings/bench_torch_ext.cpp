@@ -21,6 +21,13 @@ uintptr_t checked(const torch::Tensor& t) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // Returning one new tensor like x, as a torch extension does.
   m.def("new1", [](const torch::Tensor& x) { return torch::empty(x.sizes(), x.options()); });
+  // The floor of returning any new torch.Tensor: a fresh TensorImpl over x's storage (no allocation, no
+  // dispatcher), wrapped in a new Python object and freed again, as every new1 above does.
+  m.def("floor1", [](const torch::Tensor& x) {
+    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(x.storage()), x.key_set(), x.dtype());
+    t.unsafeGetTensorImpl()->set_sizes_contiguous(x.sizes());
+    return t;
+  });
   m.def("f0", []() {});
   m.def("f1", [](const torch::Tensor& x) { g_sink = addr(x); });
   m.def("f3", [](const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& z) {
