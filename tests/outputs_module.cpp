@@ -109,6 +109,12 @@ int64_t drop(const Vector& x) {
   return out.numel();
 }
 
+// A tuple whose second item cannot be handed over (an empty handle): the first, already a Python tensor, must be
+// released with the tuple, and the call raise ValueError.
+std::tuple<Out, tdb::ManagedTensor> broken_pair(const Vector& x) {
+  return {Out::empty_like(x), tdb::ManagedTensor()};
+}
+
 #if !defined(TDB_USE_NANOBIND)
 // The raw flavour (no binding library): raw_scaled(a, x) and raw_pair(x).
 PyObject* raw_scaled(PyObject*, PyObject* const* args, Py_ssize_t n) {
@@ -122,6 +128,14 @@ PyObject* raw_scaled(PyObject*, PyObject* const* args, Py_ssize_t n) {
     return out.to_python();
   });
 }
+PyObject* raw_broken_pair(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return tdb::guard([&]() -> PyObject* {
+    if (n != 1) throw tdb::Error(PyExc_TypeError, "raw_broken_pair(x): 1 argument");
+    Vector x(args[0], "x");
+    Out out = Out::empty_like(x), unused = Out::empty_like(x);
+    return tdb::to_python_tuple(std::move(out), tdb::ManagedTensor(), std::move(unused));
+  });
+}
 PyObject* raw_pair(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return tdb::guard([&]() -> PyObject* {
     if (n != 1) throw tdb::Error(PyExc_TypeError, "raw_pair(x): 1 argument");
@@ -133,6 +147,8 @@ PyObject* raw_pair(PyObject*, PyObject* const* args, Py_ssize_t n) {
 PyMethodDef kRaw[] = {
     {"raw_scaled", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(raw_scaled)), METH_FASTCALL, nullptr},
     {"raw_pair", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(raw_pair)), METH_FASTCALL, nullptr},
+    {"raw_broken_pair", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(raw_broken_pair)), METH_FASTCALL,
+     nullptr},
 };
 #endif
 
@@ -153,6 +169,7 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   m.def("vector_of_rank", &vector_of_rank, py::arg("like"), py::arg("ndim"));
   m.def("arange_from", &arange_from, py::arg("cls"), py::arg("n"));
   m.def("drop", &drop, py::arg("x"));
+  m.def("broken_pair", &broken_pair, py::arg("x"));
 #if !defined(TDB_USE_NANOBIND)
   for (PyMethodDef& def : kRaw) m.attr(def.ml_name) = py::reinterpret_steal<py::object>(PyCFunction_New(&def, nullptr));
 #endif

@@ -205,6 +205,20 @@ def test_no_leak_over_many_calls_on_cpu(scaled):
     assert rss_bytes() - before < 256 << 20
 
 
+def test_a_tuple_that_fails_half_way_releases_what_it_made(modules, tdbdev):
+    """The second item cannot be handed over: the call raises, and the tensors made before and after it (one
+    already a Python tensor inside the unfinished tuple) are all freed."""
+    x = torch.arange(4.0).to("tdbdev:0")
+    gc.collect()
+    live = tdbdev.live_allocations()
+    for fn in (modules["pybind11"].broken_pair, modules["nanobind"].broken_pair, modules["pybind11"].raw_broken_pair):
+        for _ in range(200):
+            with pytest.raises(ValueError, match="ManagedTensor::to_python on an empty handle"):
+                fn(x)
+    gc.collect()
+    assert tdbdev.live_allocations() == live
+
+
 def test_output_is_owned_by_python_only(scaled):
     x = torch.arange(6.0)
     out = scaled(2.0, x)
