@@ -4,7 +4,6 @@ Build (from the repository root, in the environment where torch_dlpack_bridge is
 Graphviz on PATH):  sphinx-build -W --keep-going docs docs/_build/html
 """
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,7 @@ extensions = [
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
-exclude_patterns = ["_build", "requirements.txt", "snippets"]
+exclude_patterns = ["_build", "requirements.txt", "snippets", "first_kernel"]
 myst_enable_extensions = ["colon_fence"]
 myst_heading_anchors = 3
 
@@ -47,28 +46,6 @@ if shutil.which("doxygen") is None:
 os.makedirs(os.path.dirname(DOXYGEN_XML), exist_ok=True)
 subprocess.run(["doxygen", "Doxyfile"], cwd=HERE, check=True)
 
-
-def flatten_code_lines(xml_dir: str) -> None:
-    """Makes each line of a \\code block one plain run of text in Doxygen's XML.
-
-    Breathe 5.1 drops a line's indentation when Doxygen puts it in a run of its own (before a keyword or a
-    cross-reference), so examples lost their nesting. Pygments highlights the block again anyway; what is lost
-    is only the links on names inside code blocks.
-    """
-    def flat(match: "re.Match[str]") -> str:
-        text = re.sub(r"<[^>]+>", "", match.group(1).replace("<sp/>", " "))  # entities stay escaped
-        return '<codeline><highlight class="normal">' + text.replace(" ", "<sp/>") + "</highlight></codeline>"
-
-    for name in os.listdir(xml_dir):
-        path = os.path.join(xml_dir, name)
-        with open(path, encoding="utf-8") as f:
-            xml = f.read()
-        if "<codeline>" in xml:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(re.sub(r"<codeline>(.*?)</codeline>", flat, xml, flags=re.S))
-
-
-flatten_code_lines(DOXYGEN_XML)
 # Each header's section opens namespace tdb again, which the C++ domain reports as a duplicate declaration of
 # `tdb`; that one kind of warning is expected here (a real duplicate would show up as a missing or doubled entry).
 suppress_warnings = ["duplicate_declaration.cpp"]
@@ -78,11 +55,15 @@ breathe_domain_by_extension = {"h": "cpp"}
 breathe_default_members = ("members",)
 cpp_index_common_prefix = ["tdb::"]
 
-# One section per header, in file order: a header added to the folder gets its section without an edit here.
-HEADERS = sorted(os.listdir(os.path.join(ROOT, "torch_dlpack_bridge", "include", "torch_dlpack_bridge")))
-with open(os.path.join(HERE, "_build", "cpp-headers.md"), "w") as f:
-    for header in (h for h in HEADERS if h.endswith(".h")):
-        f.write(f"## torch_dlpack_bridge/{header}\n\n```{{doxygenfile}} {header}\n:project: tdb\n```\n\n")
+# The C++ reference: a page per part of the API (docs/reference/cpp/), each including the generated summary
+# table and Breathe directive of its headers (docs/cpp_reference.py); a header no page shows stops the build.
+sys.path.insert(0, HERE)
+import cpp_reference  # noqa: E402
+
+cpp_reference.flatten_code_lines(DOXYGEN_XML)
+HEADERS = sorted(h for h in os.listdir(os.path.join(ROOT, "torch_dlpack_bridge", "include", "torch_dlpack_bridge"))
+                 if h.endswith(".h"))
+cpp_reference.generate(DOXYGEN_XML, os.path.join(HERE, "_build", "cpp"), HEADERS)
 
 # The command line page shows `--help` as the installed package prints it.
 GENERATED = os.path.join(HERE, "_build", "generated")

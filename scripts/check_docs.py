@@ -38,7 +38,8 @@ from typing import Dict, List, Optional, Set, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The pages a reader lands on first, screenshot in this order.
-MAIN_PAGES = ["index.html", "getting-started.html", "how-it-works.html", "guides/kernel-authors.html",
+MAIN_PAGES = ["index.html", "getting-started.html", "guides/first-kernel.html", "how-it-works.html",
+              "guides/kernel-authors.html", "reference/cpp/tensor.html",
               "guides/build-cache.html", "reference/cpp.html", "reference/python.html", "benchmarks.html",
               "guarantees.html", "support.html"]
 SKIP_DIRS = ("_static", "_images", "_sources", "_downloads")
