@@ -71,6 +71,6 @@ os.makedirs(GENERATED, exist_ok=True)
 for name, args in (("cli-help.txt", ["--help"]), ("cli-bench-help.txt", ["bench", "--help"]),
                    ("cli-check-help.txt", ["check", "--help"])):
     text = subprocess.run([sys.executable, "-m", "torch_dlpack_bridge", *args], check=True, capture_output=True,
-                          text=True, env=dict(os.environ, COLUMNS="100")).stdout
+                          text=True, env=dict(os.environ, COLUMNS="88")).stdout
     with open(os.path.join(GENERATED, name), "w") as f:
         f.write(text)

@@ -16,7 +16,8 @@ from typing import Dict, List, Tuple
 # Page (docs/reference/cpp/<page>.md) -> the headers it shows, in the order a kernel author needs them.
 PAGES = {
     "tensor": ["tensor.h"],
-    "consumer": ["consumer.h"],
+    "output": ["output.h"],
+    "consumer": ["consumer.h", "names.h"],
     "bindings": ["pybind11.h", "nanobind.h"],
     "dlpack": ["dlpack.h"],
 }

@@ -11,7 +11,7 @@
  * \code{.cpp}
  * static PyObject* axpy_(PyObject*, PyObject* args) {
  *   return tdb::guard([&]() -> PyObject* {
- *     tdb::TensorView x(PyTuple_GET_ITEM(args, 1), "x");  // borrowed, valid during this call
+ *     tdb::TensorView x(PyTuple_GET_ITEM(args, 1), "x");  // borrowed, valid in this call
  *     tdb::check_dtype(x, tdb::kFloat32);                 // TypeError "argument 'x': ..."
  *     // ...
  *     Py_RETURN_NONE;

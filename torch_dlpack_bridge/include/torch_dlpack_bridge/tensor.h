@@ -7,7 +7,8 @@
  * \code{.cpp}
  * #include <torch_dlpack_bridge/tensor.h>  // or pybind11.h / nanobind.h, which include it
  *
- * using Points = tdb::Tensor<const float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cpu>;
+ * using Points =
+ *     tdb::Tensor<const float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cpu>;
  * using Out = tdb::Tensor<float, tdb::ndim<1>, tdb::device::cpu>;
  *
  * // pybind11 / nanobind: the casters check the constraints before the call
