@@ -130,7 +130,7 @@ def typed_report(typed: Dict[str, Dict[str, List[float]]], rounds: int, calls: i
     untyped = {lib: next(n for n in names if n.startswith(lib + " caster")) for lib in ("pybind11", "nanobind")}
     baseline = {n: untyped[n.split(" ")[0]] for n in names if " caster" in n}
     lines = [TYPED_START, "## Typed parameters: 8 tensors, each float32, 1-D, c_contig, cpu, writable "
-             "(benchmarks/bindings.py, issue 26)", "",
+             "(benchmarks/bindings.py)", "",
              f"torch {torch.__version__}, Python {sys.version.split()[0]}, this project's table published; every tensor "
              f"float32 CPU (4,); each function reads every data pointer. Best of {rounds} rounds x {calls} calls "
              f"(`nb::ndarray`: {max(1, calls // 20)}), contenders in rotating order, measured in {elapsed:.0f} s; load "
@@ -279,7 +279,7 @@ def report(data, rounds: int, calls: int, elapsed: float) -> str:
                      f"{min(per_tensor(d)):.1f} | {min(per_tensor(d, 8)):.1f} | {ratio(d['8'], data[ext]['8']):.2f}x |")
     view, dlt = data["_view_loop"]["1"], data["_dltensor"]["1"]
     lines += ["", f"Timed in C: one `tdb::TensorView` {min(view):.1f} ns; this project's "
-                  f"`dltensor_from_py_object_no_sync` alone {min(dlt):.1f} ns.", "", "### Targets (issue 12)", "",
+                  f"`dltensor_from_py_object_no_sync` alone {min(dlt):.1f} ns.", "", "### Targets", "",
               "| target | measured | met |", "|---|---:|---|"]
 
     def row(text, value, ok):
@@ -292,12 +292,12 @@ def report(data, rounds: int, calls: int, elapsed: float) -> str:
         row(f"nanobind caster beats nb::ndarray ({arity} tensor{'s' if arity == '3' else ''}, per call)",
             f"{r:.2f}x", r < 1.0)
     r8 = ratio(per_tensor(data[pb], 8), per_tensor(data[ext], 8))
-    lines.insert(lines.index("### Targets (issue 12)"), "")
-    lines.insert(lines.index("### Targets (issue 12)"),
+    lines.insert(lines.index("### Targets"), "")
+    lines.insert(lines.index("### Targets"),
                  f"Issue 18's caster target, per tensor argument with pybind11's own argument handling included "
                  f"((f8 - f0) / 8, per-round ratio): pybind11 caster / torch::Tensor = **{r8:.2f}x** (target <= 0.6x: "
                  f"{'met' if r8 <= 0.6 else 'not met'}).")
-    lines.insert(lines.index("### Targets (issue 12)"), "")
+    lines.insert(lines.index("### Targets"), "")
     r = ratio(view, dlt)
     row("raw consumer.h per tensor (tdb::TensorView, C loop) <= 1.5 x dltensor_from_py_object_no_sync", f"{r:.2f}x",
         r <= 1.5)

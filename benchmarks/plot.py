@@ -54,7 +54,7 @@ def plot(res: "_bench.Results", machine: Dict[str, Any], path: Path) -> Optional
     ax.set_xticklabels([r[2] for r in rows] + [SHORT.get(n, n) for n, _ in py], fontsize=8)
     ax.set_yscale("log")
     ax.set_ylim(top=ax.get_ylim()[1] * 30)
-    ax.set_ylabel("ns per call (log)")
+    ax.set_ylabel("ns per call (log scale)")
     ax.set_title(f"Table functions from C, reference tensor {res.reference}", fontsize=10)
     ax.legend(fontsize=8, ncol=3, loc="upper left")
 
