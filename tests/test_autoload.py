@@ -609,3 +609,122 @@ def test_a_package_run_with_dash_m_that_imports_this_one_gets_the_table_at_impor
                          env=user_env(PYTHONPATH=str(tmp_path)), cwd=tmp_path, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert set(json.loads(run.stdout.splitlines()[-1]).values()) == {"torch_dlpack_bridge"}, run.stdout
+
+
+# ---- a build that is stopped, however, leaves no compiler running and no folder behind -------------------
+
+def slow_compiler(tmp_path):
+    """A compiler that records its pid in tmp_path/pids and then takes 60 s (exec: the pid is the sleeper's)."""
+    script = tmp_path / "slow-c++"
+    script.write_text(f"#!/bin/sh\necho $$ >> {tmp_path / 'pids'}\nexec sleep 60\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def alive(pids):
+    """The processes among `pids` still running (a zombie no one has reaped yet is not running)."""
+    running = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            running.append(pid)
+    return running
+
+
+def started(tmp_path):
+    path = tmp_path / "pids"
+    return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+
+def build_then_stop(tmp_path, env, command, how):
+    """Runs `command` in a session of its own (as a terminal or a job runner starts a job), waits until two
+    compilers run, stops it `how` ("SIGTERM" or "SIGHUP" or "SIGINT" to its process group, "SIGKILL" to the
+    Python process alone: its parent's death; "none": it stops by itself), and returns its exit status and the
+    compilers still running 3 s after it ended."""
+    import signal
+    import time
+
+    with open(tmp_path / "stderr", "w") as stderr:
+        process = subprocess.Popen(command, env=user_env(**env), stdout=subprocess.DEVNULL, stderr=stderr,
+                                   cwd=os.path.dirname(sys.executable), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(started(tmp_path)) < 2 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(started(tmp_path)) >= 2, (tmp_path / "stderr").read_text()[-3000:]
+        time.sleep(0.5)
+        if how == "SIGKILL":
+            process.send_signal(signal.SIGKILL)
+        elif how != "none":
+            os.killpg(process.pid, getattr(signal, how))
+        status = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    time.sleep(3)
+    left = alive(started(tmp_path))
+    for pid in left:  # the test's own clean-up: these are the fake compilers it started
+        os.kill(pid, signal.SIGKILL)
+    return status, left
+
+
+def leftovers(*folders):
+    """Build folders (tdb-build-*) and private build folders (torch_dlpack_bridge-*) left in `folders`."""
+    found = []
+    for folder in folders:
+        for root, dirs, _ in os.walk(folder):
+            found += [os.path.join(root, d) for d in dirs if d.startswith(("tdb-build-", "torch_dlpack_bridge-"))]
+    return found
+
+
+BUILD_COMMAND = [sys.executable, "-m", "torch_dlpack_bridge", "build"]
+IMPORT_ONLY = [sys.executable, "-c", "import torch_dlpack_bridge"]
+
+
+@pytest.mark.parametrize("command, how, status", [
+    (BUILD_COMMAND, "SIGTERM", -15),  # `timeout`, `kill`, a job runner
+    (BUILD_COMMAND, "SIGHUP", -1),  # a closed terminal
+    (BUILD_COMMAND, "SIGINT", -2),  # Ctrl-C
+    (BUILD_COMMAND, "SIGKILL", -9),  # the builder's own death, whatever its cause
+    (["timeout", "4"] + IMPORT_ONLY, "none", 124),  # the build at import, on a torch without a table
+    (IMPORT_ONLY, "SIGTERM", -15),
+], ids=["build-SIGTERM", "build-SIGHUP", "build-SIGINT", "build-SIGKILL-python-only", "import-timeout",
+        "import-SIGTERM"])
+def test_a_stopped_build_leaves_no_compiler_running_and_no_folder(uncovered, tmp_path, command, how, status):
+    """However a build is stopped, from the command or at import, its compilers (60 s each) are gone 3 s later
+    and its temporary folder is removed; the exit status is the signal's."""
+    env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=slow_compiler(tmp_path), TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    code, left = build_then_stop(tmp_path, env, command, how)
+    assert (code, left) == (status, []), (tmp_path / "stderr").read_text()[-3000:]
+    assert leftovers(uncovered["TORCH_DLPACK_BRIDGE_CACHE"], tmp_path / "tmp") == []
+
+
+def test_a_private_build_stopped_by_sigterm_leaves_nothing(uncovered, tmp_path):
+    """Where the cache cannot be used the build goes into a private temporary folder: a SIGTERM to the job
+    removes that folder too."""
+    cache = tmp_path / "shared-cache"
+    cache.mkdir()
+    cache.chmod(0o777)
+    env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=slow_compiler(tmp_path), TMPDIR=str(tmp_path / "tmp"),
+               TORCH_DLPACK_BRIDGE_CACHE=str(cache))
+    (tmp_path / "tmp").mkdir()
+    code, left = build_then_stop(tmp_path, env, IMPORT_ONLY, "SIGTERM")
+    assert (code, left) == (-15, []), (tmp_path / "stderr").read_text()[-3000:]
+    assert "private temporary folder" in (tmp_path / "stderr").read_text()
+    assert leftovers(cache, tmp_path / "tmp") == []
+
+
+def test_a_build_past_its_time_limit_leaves_no_compiler_running_and_no_folder(uncovered, tmp_path):
+    env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=slow_compiler(tmp_path), TMPDIR=str(tmp_path / "tmp"),
+               TORCH_DLPACK_BRIDGE_BUILD_TIMEOUT="2")
+    (tmp_path / "tmp").mkdir()
+    code, left = build_then_stop(tmp_path, env, BUILD_COMMAND, "none")
+    stderr = (tmp_path / "stderr").read_text()
+    assert (code, left) == (1, []) and "timed out after 2 s" in stderr, stderr[-3000:]
+    assert leftovers(uncovered["TORCH_DLPACK_BRIDGE_CACHE"], tmp_path / "tmp") == []

@@ -181,11 +181,13 @@ def link_flags(target: TorchTarget) -> List[str]:
 
 
 def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, src: Optional[str] = None,
-                  log=None, timeout: Optional[float] = None) -> str:
+                  log=None, timeout: Optional[float] = None, scratch: Sequence[str] = ()) -> str:
     """Compiles and links the table library for `target` into `output` (atomically and durably: linked under
     a temporary name in the same folder, fsynced, then renamed, so a crash never leaves a half-written file
     under that name). Raises RuntimeError with the compiler's output if it fails, or if one compiler command
-    runs longer than `timeout` seconds."""
+    runs longer than `timeout` seconds. Should this process end during the build, whatever ends it (a signal,
+    the parent's death), the compilers are stopped and the temporary folder removed, with the folders in
+    `scratch` (see Commands)."""
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
@@ -195,9 +197,10 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
     src = src or sources_dir()
     sources = table_sources(src)
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="tdb-build-", dir=os.path.dirname(os.path.abspath(output))) as tmp:
+    with Commands() as commands, tempfile.TemporaryDirectory(
+            prefix="tdb-build-", dir=os.path.dirname(os.path.abspath(output))) as tmp:
+        commands.remove_if_abandoned(tmp, *scratch)
         flags = compile_flags(target)
-        commands = Commands()
 
         def compile_one(source: str) -> str:
             obj = os.path.join(tmp, os.path.basename(source) + ".o")
@@ -238,10 +241,42 @@ def fsync(path: str) -> None:
         os.close(fd)
 
 
+# The watchdog of one build (Commands): a separate process that outlives this one. It reads lines from its
+# stdin, "+PID" / "-PID" (a command's process group started / ended), "?PATH" (a folder to remove), "=" (the
+# build is over, cleaned up by this process); when its stdin closes without "=" (this process ended: SIGTERM,
+# SIGHUP, SIGKILL, the parent's death, whatever the cause), it kills the groups still running and removes the
+# folders.
+WATCHDOG = """
+import os, shutil, signal, sys
+groups, folders, over = set(), [], False
+for line in sys.stdin:
+    what, value = line[:1], line[1:].rstrip("\\n")
+    if what == "+":
+        groups.add(int(value))
+    elif what == "-":
+        groups.discard(int(value))
+    elif what == "?":
+        folders.append(value)
+    elif what == "=":
+        over = True
+if not over:
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+"""
+
+
 class Commands:
     """The compiler commands of one build, each in a process group of its own, so that a failure or Ctrl-C
     stops them all at once: the driver and the compiler proper it started (which holds the output pipe), and
-    no command starts after that."""
+    no command starts after that. Where this process ends without unwinding (SIGTERM, SIGHUP, SIGKILL, its
+    parent's death), a watchdog process stops them and removes the build's folders (see WATCHDOG); its own
+    session keeps it out of the signals sent to the caller's process group. A context manager: leaving it
+    tells the watchdog that the build is over."""
 
     def __init__(self):
         import threading
@@ -249,6 +284,34 @@ class Commands:
         self._lock = threading.Lock()
         self._running: Set[subprocess.Popen] = set()
         self._stopped = False
+        try:
+            self._watchdog: Optional[subprocess.Popen] = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", WATCHDOG], stdin=subprocess.PIPE, bufsize=0,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:  # no interpreter to start (embedded Python): the build runs, unwatched
+            self._watchdog = None
+
+    def __enter__(self) -> "Commands":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._watchdog is not None:
+            self._tell("=")
+            self._watchdog.stdin.close()
+            self._watchdog.wait()
+
+    def _tell(self, line: str) -> None:
+        """One line to the watchdog (written at once: its stdin is unbuffered)."""
+        try:
+            if self._watchdog is not None:
+                self._watchdog.stdin.write(f"{line}\n".encode())
+        except OSError:
+            pass  # the watchdog is gone: the build itself goes on
+
+    def remove_if_abandoned(self, *folders: str) -> None:
+        with self._lock:
+            for folder in folders:
+                self._tell(f"?{os.path.abspath(folder)}")
 
     def run(self, command: Sequence[str], log=None, timeout: Optional[float] = None) -> None:
         with self._lock:
@@ -257,6 +320,7 @@ class Commands:
             process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                        start_new_session=True)
             self._running.add(process)
+            self._tell(f"+{process.pid}")
         try:
             with process:
                 try:
@@ -272,6 +336,7 @@ class Commands:
         finally:
             with self._lock:
                 self._running.discard(process)
+                self._tell(f"-{process.pid}")
         if log is not None:
             log.write(" ".join(command) + "\n" + output)
         if process.returncode != 0:

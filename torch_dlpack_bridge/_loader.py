@@ -338,10 +338,10 @@ def progress(target: _build.TorchTarget, when: str, where: str) -> None:
           f"{low}-{2 * low} s ({where})", file=sys.stderr, flush=True)
 
 
-def compile_logged(target: _build.TorchTarget, path: str, folder: int) -> None:
+def compile_logged(target: _build.TorchTarget, path: str, folder: int, private: bool = False) -> None:
     """Compiles the library at `path` (atomically), writing every command and its output to build.log in the
     open folder `folder` (a new file, never through a symbolic link); an ImportError naming the log if the
-    build fails."""
+    build fails. A `private` folder is removed too should this process end during the build."""
     import time
 
     start = time.monotonic()
@@ -353,7 +353,8 @@ def compile_logged(target: _build.TorchTarget, path: str, folder: int) -> None:
         raise Unusable(f"cannot write {log_path}: {error.strerror or error}") from None
     with os.fdopen(fd, "w") as log:
         try:
-            _build.compile_table(target, path, jobs=os.cpu_count() or 1, log=log, timeout=build_timeout())
+            _build.compile_table(target, path, jobs=os.cpu_count() or 1, log=log, timeout=build_timeout(),
+                                 scratch=[os.path.dirname(path)] if private else [])
         except (RuntimeError, OSError) as error:
             limit = f" ({TIMEOUT_ENV} sets the limit)" if isinstance(error, _build.BuildTimeout) else ""
             raise ImportError(f"torch_dlpack_bridge: building the exchange table for torch {target.version} "
@@ -410,7 +411,7 @@ def build_private(target: _build.TorchTarget, reason: str) -> Tuple[ctypes.PyDLL
     progress(target, "for this process only", f"into a private temporary folder {folder}, because the cache "
                                               f"cannot be used: {reason}")
     try:
-        compile_logged(target, path, fd)
+        compile_logged(target, path, fd, private=True)
         library, info = open_cached(fd, target, path)
     except (Unusable, _cache.Untrusted) as why:
         raise ImportError(f"torch_dlpack_bridge: {why} (log: {folder}/build.log)") from None
