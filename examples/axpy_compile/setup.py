@@ -1,7 +1,9 @@
-"""Builds axpy_compile: the package (ops.py registers the custom ops) and its torch-free kernel binary
-axpy_compile._kernels (pybind11 + torch_dlpack_bridge's headers, no torch include or link).
+"""Builds axpy_compile: the package (ops.py registers the custom ops) and its torch-free
+kernel binary axpy_compile._kernels (pybind11 + torch_dlpack_bridge's headers, no torch
+include or link).
 
-get_include() is the installed package's include folder (importing the package imports torch).
+get_include() is the installed package's include folder (importing the package imports
+torch).
 Build: pip install --no-build-isolation examples/axpy_compile
 """
 import pybind11
