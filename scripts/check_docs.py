@@ -48,11 +48,6 @@ MAIN_PAGES = ["index.html", "getting-started.html", "guides/first-kernel.html", 
               "guarantees.html", "support.html"]
 SKIP_DIRS = ("_static", "_images", "_sources", "_downloads")
 MAX_CODE_COLUMNS = 90
-# Pages whose code blocks are not yet wrapped to MAX_CODE_COLUMNS (their examples and outputs are wider): the
-# width check reports them without failing. Every other page, and any new one, fails on a wider block.
-WIDE_CODE_PAGES = {"benchmarks.html", "getting-started.html", "guides/build-cache.html",
-                   "guides/kernel-authors.html", "guides/torch-compile.html", "reference/python.html",
-                   "reference/cli.html", "conformance.html"}
 # Screenshot widths: a laptop's and a phone's.
 WIDTHS = {"": 1280, "-phone": 412}
 HEADERS = os.path.join(ROOT, "torch_dlpack_bridge", "include", "torch_dlpack_bridge")
@@ -114,23 +109,20 @@ class DomReader(html.parser.HTMLParser):
             self.images.append(a["data"])
 
 
-def code_problems(page: str, dom: DomReader, examples_of: Dict[str, bool]) -> Tuple[List[str], int]:
+def code_problems(page: str, dom: DomReader, examples_of: Dict[str, bool]) -> List[str]:
     """Code blocks wider than MAX_CODE_COLUMNS; a reference page without code where its headers have examples.
-
-    Returns (problems, wide lines on a page of WIDE_CODE_PAGES, reported only).
+    Every page, the examples and outputs included, fails on a wider block.
     """
-    problems, tolerated = [], 0
+    problems = []
     for block in dom.code_blocks:
         wide = [line for line in block.splitlines() if len(line) > MAX_CODE_COLUMNS]
-        if wide and page in WIDE_CODE_PAGES:
-            tolerated += len(wide)
-        elif wide:
+        if wide:
             problems.append(f"{page}: a code block has {len(wide)} line(s) wider than {MAX_CODE_COLUMNS} columns, "
                             f"e.g. {wide[0][:60]!r}... ({len(wide[0])})")
     name = os.path.splitext(os.path.basename(page))[0]
     if page.startswith("reference/cpp/") and examples_of.get(name) and not dom.code_blocks:
         problems.append(f"{page}: no code block, but the headers it shows have examples (\\code)")
-    return problems, tolerated
+    return problems
 
 
 def header_examples() -> Dict[str, bool]:
@@ -209,7 +201,6 @@ def main(argv: List[str]) -> int:
     os.makedirs(args.screenshots, exist_ok=True)
     profile = tempfile.mkdtemp(prefix="check_docs_chromium_")
     examples_of = header_examples()
-    wide_lines = 0
     try:
         for page in pages:
             url = base + page
@@ -226,9 +217,7 @@ def main(argv: List[str]) -> int:
             dom = DomReader()
             dom.feed(run.stdout)
             doms[page] = dom
-            found, tolerated = code_problems(page, dom, examples_of)
-            problems += found
-            wide_lines += tolerated
+            problems += code_problems(page, dom, examples_of)
             # The search page has no heading; every other page has its title as one.
             if run.returncode != 0 or dom.main == 0 or (dom.headings == 0 and page != "search.html"):
                 problems.append(f"{page}: did not render in Chromium (exit {run.returncode}, main {dom.main}, "
@@ -282,9 +271,6 @@ def main(argv: List[str]) -> int:
 
     for problem in problems:
         print(f"check_docs: {problem}", file=sys.stderr)
-    if wide_lines:
-        print(f"check_docs: {wide_lines} code lines wider than {MAX_CODE_COLUMNS} columns on the pages not yet "
-              f"wrapped (WIDE_CODE_PAGES)")
     shots = len([p for p in MAIN_PAGES if p in doms]) * len(WIDTHS)
     print(f"check_docs: {len(doms)} pages rendered in {os.path.basename(binary)}, {links} internal links and "
           f"{images} images checked, {shots} screenshots in {args.screenshots}: "

@@ -44,9 +44,12 @@ HOW = """\
 ## Run it yourself
 
 ```bash
-python -m torch_dlpack_bridge check                 # this project's table, on the torch you have
-python -m torch_dlpack_bridge check torch-native    # torch's own table (torch >= 2.10)
-python -m torch_dlpack_bridge check paddle --json   # Paddle's, as JSON; exit status 1 when a case fails
+# this project's table, on the torch you have
+python -m torch_dlpack_bridge check
+# torch's own table (torch >= 2.10)
+python -m torch_dlpack_bridge check torch-native
+# Paddle's, as JSON; exit status 1 when a case fails
+python -m torch_dlpack_bridge check paddle --json
 ```
 
 In an environment without this package (a framework's own CI), run the checker from a checkout:

@@ -23,6 +23,7 @@ import os
 import platform
 import statistics
 import subprocess
+import textwrap
 import sys
 import timeit
 from dataclasses import dataclass, field
@@ -572,8 +573,10 @@ class Target:
     detail: str
 
     def line(self) -> str:
+        """The verdict, wrapped to 90 columns (the docs' code width) under a hanging indent."""
         verdict = "SKIP" if self.ok is None else "PASS" if self.ok else "FAIL"
-        return f"{verdict}  {self.name}: {self.detail}"
+        return textwrap.fill(f"{verdict}  {self.name}: {self.detail}", 90, subsequent_indent=" " * 6,
+                             break_long_words=False, break_on_hyphens=False)
 
 
 def _worst(res: Results, which: str, num: str, den: str, high_is_bad: bool = True) -> Tuple[float, str, float]:

@@ -91,7 +91,8 @@ def build_info() -> Dict[str, Any]:
     (built at an earlier import), ``"build"`` (built by this import into the cache) or ``"private"`` (built by
     this import into a temporary folder, since removed, because the cache could not be used).
 
-    >>> torch_dlpack_bridge.build_info()["torch_version"].split(".")[:2] == torch.__version__.split(".")[:2]
+    >>> info = torch_dlpack_bridge.build_info()
+    >>> info["torch_version"].split(".")[:2] == torch.__version__.split(".")[:2]
     True
     """
     info: Dict[str, Any] = dict(_library_info)

@@ -47,12 +47,22 @@ def format_table(report: Dict, width: int = 110) -> str:
     return "\n".join(lines)
 
 
+def cases_help(width: int = 88) -> str:
+    """The cases, one per entry with its description wrapped to `width` columns (the help's epilog)."""
+    lines = ["cases:"]
+    for name, _, what in CASES:
+        body = textwrap.wrap(what, width - 33)
+        lines.append(f"  {name:<30} {body[0]}")
+        lines += [" " * 33 + more for more in body[1:]]
+    return "\n".join(lines)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """The `check` command; exit status 0 only when no case fails (2: the target could not be set up)."""
     parser = argparse.ArgumentParser(
         prog="python -m torch_dlpack_bridge check",
         description="Checks a framework's DLPack exchange table (DLPackExchangeAPI) case by case.",
-        epilog="cases:\n" + "\n".join(f"  {name:<30} {what}" for name, _, what in CASES),
+        epilog=cases_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", nargs="?", default="torch",
                         help="torch (this project's table; default), torch-native (torch's own), torch-c-dlpack-ext, "
