@@ -17,7 +17,7 @@ void scale_(tdb::Tensor<T, tdb::device::cpu> x, double a) {
 }
 
 // The Euclidean norm of a 1-D float32 CPU vector, which must not be empty.
-static constexpr char kX[] = "x";  // the argument's name in error messages
+static constexpr char kX[] = "x";  // x's name in errors tdb raises in a body
 using Vector =
     tdb::Tensor<const float, tdb::ndim<1>, tdb::device::cpu, tdb::named<kX>>;
 
