@@ -1,8 +1,14 @@
-"""Bar chart of a benchmark run (matplotlib, a benchmark-only dependency)."""
+"""Bar chart of a benchmark run (matplotlib, a benchmark-only dependency).
+
+The four panels are stacked, each the page's width, with labels readable there; `python benchmarks/plot.py`
+redraws benchmarks/results.png from benchmarks/results.json without measuring again.
+"""
 
 from __future__ import annotations
 
+import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -25,7 +31,9 @@ def plot(res: "_bench.Results", machine: Dict[str, Any], path: Path) -> Optional
     except ImportError:
         return "matplotlib is not installed (pip install matplotlib): no PNG"
     med = statistics.median
-    fig, axes = plt.subplots(2, 2, figsize=(16, 11))
+    plt.rcParams.update({"font.size": 12})
+    fig, column = plt.subplots(4, 1, figsize=(11, 25), layout="constrained")
+    axes = [[column[0], column[1]], [column[2], column[3]]]  # read in this order, top to bottom
     provs = res.providers
     width = 0.8 / len(provs)
 
@@ -42,21 +50,21 @@ def plot(res: "_bench.Results", machine: Dict[str, Any], path: Path) -> Optional
                 xs.append(j + (i - (len(provs) - 1) / 2) * width)
                 ys.append(med(res.ns[(w, c)][p]))
         bars = ax.bar(xs, ys, width, label=p, color=COLORS.get(p))
-        ax.bar_label(bars, labels=[f"{y:.0f}" if y >= 10 else f"{y:.1f}" for y in ys], fontsize=7)
+        ax.bar_label(bars, labels=[f"{y:.0f}" if y >= 10 else f"{y:.1f}" for y in ys], fontsize=8)
     k = len(rows)
     py = [(name, res.python.get((name, res.reference))) for name in _bench.PYTHON_PATHS]
     py = [(n, med(v)) for n, v in py if v]
     bars = ax.bar([k + j for j in range(len(py))], [v for _, v in py], 0.5, color="#888888", label="Python path")
-    ax.bar_label(bars, labels=[f"{v:.0f}" for _, v in py], fontsize=7)
+    ax.bar_label(bars, labels=[f"{v:.0f}" for _, v in py], fontsize=10)
     floor = med(res.ns[("floor", res.reference)][_bench.OURS])
     ax.axhline(floor, color="red", linestyle="--", linewidth=1, label=f"floor (48-byte copy) {floor:.2f} ns")
     ax.set_xticks(range(k + len(py)))
-    ax.set_xticklabels([r[2] for r in rows] + [SHORT.get(n, n) for n, _ in py], fontsize=8)
+    ax.set_xticklabels([r[2] for r in rows] + [SHORT.get(n, n) for n, _ in py], fontsize=10)
     ax.set_yscale("log")
     ax.set_ylim(top=ax.get_ylim()[1] * 30)
     ax.set_ylabel("ns per call (log scale)")
-    ax.set_title(f"Table functions from C, reference tensor {res.reference}", fontsize=10)
-    ax.legend(fontsize=8, ncol=3, loc="upper left")
+    ax.set_title(f"Table functions from C, reference tensor {res.reference} (log scale)", fontsize=13)
+    ax.legend(fontsize=10, ncol=3, loc="upper left")
 
     # (2), (3) dltensor and managed export per tensor shape
     for ax, which, title in ((axes[0][1], "dltensor", "dltensor_from_py_object_no_sync"),
@@ -67,11 +75,11 @@ def plot(res: "_bench.Results", machine: Dict[str, Any], path: Path) -> Optional
                    color=COLORS.get(p))
         ax.set_xticks(range(len(res.cases)))
         ax.set_xticklabels([c.replace(" contiguous", "").replace(" strided ", " / ") for c in res.cases],
-                           rotation=60, ha="right", fontsize=7)
+                           rotation=60, ha="right", fontsize=10)
         ax.set_ylim(0, ax.get_ylim()[1] * 1.25)
         ax.set_ylabel("ns per call")
-        ax.set_title(f"{title}, by tensor (0-d to 8-d, contiguous and strided views)", fontsize=10)
-        ax.legend(fontsize=8, ncol=len(provs), loc="upper center")
+        ax.set_title(f"{title}, by tensor (0-d to 8-d, contiguous and strided views)", fontsize=13)
+        ax.legend(fontsize=10, ncol=len(provs), loc="upper center")
 
     # (4) end to end through tvm-ffi: separate processes (median, min-max over rounds) and the paired runs
     ax = axes[1][1]
@@ -81,7 +89,7 @@ def plot(res: "_bench.Results", machine: Dict[str, Any], path: Path) -> Optional
         lo = [y - min(res.e2e[n]["call"]) for n, y in zip(names, ys)]
         hi = [max(res.e2e[n]["call"]) - y for n, y in zip(names, ys)]
         bars = ax.bar(range(len(names)), ys, 0.6, color=[COLORS.get(n) for n in names], yerr=[lo, hi], capsize=4)
-        ax.bar_label(bars, labels=[f"{y:.0f}" for y in ys], fontsize=8, padding=2)
+        ax.bar_label(bars, labels=[f"{y:.0f}" for y in ys], fontsize=10, padding=2)
         labels = [n.replace(" (", "\n(") + "\n(own process)" for n in names]
         pairs = {_bench.OURS: [], _bench.NATIVE: []}
         for run in res.e2e_pairs:
@@ -94,27 +102,34 @@ def plot(res: "_bench.Results", machine: Dict[str, Any], path: Path) -> Optional
                 y = med(pairs[n])
                 b = ax.bar([x + k], [y], 0.6, color=COLORS.get(n), hatch="//", edgecolor="white",
                            yerr=[[y - min(pairs[n])], [max(pairs[n]) - y]], capsize=4)
-                ax.bar_label(b, labels=[f"{y:.0f}"], fontsize=8, padding=2)
+                ax.bar_label(b, labels=[f"{y:.0f}"], fontsize=10, padding=2)
                 labels.append(n.replace("torch_dlpack_bridge", "bridge") + "\npaired in\none process")
         ticks = list(range(len(names))) + [x + k for k in range(len(labels) - len(names))]
         empty = med([med(res.e2e[n]["empty"]) for n in names])
         ax.axhline(empty, color="black", linestyle=":", linewidth=1, label=f"nop() with no argument {empty:.0f} ns")
         ax.set_xticks(ticks)
-        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_xticklabels(labels, fontsize=10)
         ax.set_ylabel("ns per call (median; whiskers: min-max)")
         paired = _bench.paired_summary(res)
         if paired:
             ax.text(0.02, 0.97, f"paired in one process: ours / native = {paired[0]:.2f}x "
-                    f"(per process {paired[1]:.2f}-{paired[2]:.2f})", transform=ax.transAxes, va="top", fontsize=8)
+                    f"(per process {paired[1]:.2f}-{paired[2]:.2f})", transform=ax.transAxes, va="top", fontsize=10)
         ax.set_ylim(0, ax.get_ylim()[1] * 1.1)
-        ax.legend(fontsize=8, loc="upper right")
+        ax.legend(fontsize=10, loc="upper right")
     else:
         ax.text(0.5, 0.5, "end to end not run", ha="center", va="center")
-    ax.set_title("tvm-ffi testing.nop(a, b, c) from Python, three torch tensors", fontsize=10)
+    ax.set_title("tvm-ffi testing.nop(a, b, c) from Python, three torch tensors", fontsize=13)
 
-    fig.suptitle(f"torch_dlpack_bridge vs torch {machine['torch']} native table vs tvm-ffi backport - "
-                 f"{machine['cpu']}, {machine['cores']} cores, {machine['date']} (medians over rounds)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.suptitle(f"torch_dlpack_bridge vs torch {machine['torch']} native table vs tvm-ffi backport\n"
+                 f"{machine['cpu']}, {machine['cores']} cores, {machine['date']}, medians over rounds", fontsize=14)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return None
+
+
+if __name__ == "__main__":
+    here = Path(__file__).resolve().parent
+    saved = json.loads((here / "results.json").read_text())
+    why = plot(*_bench.from_json(saved), here / "results.png")
+    print(why or f"wrote {here / 'results.png'}", file=sys.stderr if why else sys.stdout)
+    sys.exit(1 if why else 0)

@@ -677,6 +677,15 @@ def to_json(res: Results, m: Dict[str, Any], extra_targets: Sequence[Target] = (
             "targets": [t.__dict__ for t in list(targets(res)) + list(extra_targets)]}
 
 
+def from_json(data: Dict[str, Any]) -> Tuple[Results, Dict[str, Any]]:
+    """The inverse of to_json: the results and the machine of a saved run (benchmarks/plot.py redraws from it)."""
+    res = Results(data["providers"], data["cases"], data["reference"],
+                  ns={(t["function"], t["tensor"]): t["ns"] for t in data["tables"]},
+                  python={(p["path"], p["tensor"]): p["ns"] for p in data["python"]},
+                  e2e=data["e2e"], e2e_pairs=data["e2e_pairs"], notes=data["notes"])
+    return res, data["machine"]
+
+
 # ---------------------------------------------------------------- entry point
 
 def run(full: bool, rounds: int, scale: float, repeats: int, backport: Optional[Path], e2e_rounds: int,
