@@ -65,7 +65,7 @@ at::Tensor import_tensor(DLManagedTensorVersioned* m, bool& owned_by_tensor) {
   if (numel > 0 && t.data == nullptr) fail(ErrorKind::Value, "DLPack tensor has elements but NULL data");
   const size_t item_size = c10::elementSize(scalar_type);
   // torch addresses elements, not bytes: a view cannot start inside an element (torch refuses it too).
-  if (t.byte_offset % item_size != 0) {
+  if (t.byte_offset != 0 && t.byte_offset % item_size != 0) {
     fail(ErrorKind::Buffer, "DLPack byte_offset " + std::to_string(t.byte_offset) +
                                 " is not a multiple of the element size (" + std::to_string(item_size) + ")");
   }
@@ -77,7 +77,9 @@ at::Tensor import_tensor(DLManagedTensorVersioned* m, bool& owned_by_tensor) {
     fail(ErrorKind::Value, "DLPack tensor extent overflows");
   }
 
-  auto keys = c10::DispatchKeySet(c10::computeDispatchKey(scalar_type, c10::kStrided, device));
+  // A dense CPU tensor's key is CPU whatever its dtype (DLPack has no quantized dtypes): no lookup for it.
+  const auto keys = c10::DispatchKeySet(device.is_cpu() ? c10::DispatchKey::CPU
+                                                         : c10::computeDispatchKey(scalar_type, c10::kStrided, device));
   c10::Storage* allocated = opaque ? nullptr : unshared_allocation(m);
   if (allocated != nullptr) {
     // A tensor our allocator made: the new tensor takes its storage as it is; `m` (shape and strides read

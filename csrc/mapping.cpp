@@ -54,31 +54,27 @@ int32_t dl_device_id_of(c10::Device device) {
   return device.index();
 }
 
-c10::ScalarType torch_dtype_of(DLDataType d, ErrorKind kind) {
-  c10::ScalarType t;
-  if (!scalar_type_of(d, t)) {
-    // Vector types (lanes != 1) are named apart: torch has none, and a consumer that ignored lanes would
-    // read every lane as its own element. (torch's float4_e2m1fn_x2, two 4-bit lanes, is the one exception.)
-    const std::string why = d.lanes != 1 && d.code != kDLFloat4_e2m1fn
-                                ? " is a vector type; torch has no vector dtypes (only lanes == 1 is imported)"
-                                : " has no torch dtype";
-    fail(kind, "DLPack dtype (code " + std::to_string(d.code) + ", bits " + std::to_string(d.bits) + ", lanes " +
-                   std::to_string(d.lanes) + ") has no torch equivalent: " + dtype_name(d) + why);
-  }
-  return t;
+void refuse_dtype(DLDataType d, ErrorKind kind) {
+  // Vector types (lanes != 1) are named apart: torch has none, and a consumer that ignored lanes would
+  // read every lane as its own element. (torch's float4_e2m1fn_x2, two 4-bit lanes, is the one exception.)
+  const std::string why = d.lanes != 1 && d.code != kDLFloat4_e2m1fn
+                              ? " is a vector type; torch has no vector dtypes (only lanes == 1 is imported)"
+                              : " has no torch dtype";
+  fail(kind, "DLPack dtype (code " + std::to_string(d.code) + ", bits " + std::to_string(d.bits) + ", lanes " +
+                 std::to_string(d.lanes) + ") has no torch equivalent: " + dtype_name(d) + why);
 }
 
-int64_t checked_numel(int32_t ndim, const int64_t* shape) {
+void refuse_shape(int32_t ndim, const int64_t* shape) {
   if (ndim < 0 || ndim > kMaxDims) {
     fail(ErrorKind::Value, "DLPack ndim " + std::to_string(ndim) + " is outside 0.." + std::to_string(kMaxDims));
   }
   if (ndim > 0 && shape == nullptr) fail(ErrorKind::Value, "DLPack tensor has ndim > 0 and NULL shape");
   int64_t numel = 1;
-  for (int32_t i = 0; i < ndim; ++i) {
+  for (int32_t i = 0; i < ndim; ++i) {  // the first problem, in order, as checked_numel meets them
     if (shape[i] < 0) fail(ErrorKind::Value, "DLPack shape has a negative size in dim " + std::to_string(i));
     if (__builtin_mul_overflow(numel, shape[i], &numel)) fail(ErrorKind::Value, "DLPack tensor size overflows");
   }
-  return numel;
+  fail(ErrorKind::Value, "DLPack shape refused");  // not reached: called only for a shape with a problem
 }
 
 void row_major_strides(int32_t ndim, const int64_t* shape, int64_t* strides) {
@@ -91,7 +87,7 @@ void row_major_strides(int32_t ndim, const int64_t* shape, int64_t* strides) {
   }
 }
 
-c10::Device device_of(DLDevice d) {
+c10::Device checked_device(DLDevice d) {
   c10::DeviceType type;
   if (!device_type_of(d.device_type, type)) {
     fail(ErrorKind::Buffer, "DLPack device type " + std::to_string(d.device_type) + " (" +

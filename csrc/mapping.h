@@ -180,11 +180,27 @@ inline bool device_type_of(int32_t dl_type, c10::DeviceType& out) noexcept {
 // Above any real tensor's rank; keeps a corrupt ndim from walking far past a producer's arrays.
 constexpr int32_t kMaxDims = 64;
 
+// The refusals of the three checks below, out of line: their inline parts stay a few instructions.
+[[noreturn]] void refuse_dtype(DLDataType d, ErrorKind kind);
+[[noreturn]] void refuse_shape(int32_t ndim, const int64_t* shape);
+c10::Device checked_device(DLDevice d);
+
 // The torch dtype of `d` (throws tdb::Error of `kind` if torch has none).
-c10::ScalarType torch_dtype_of(DLDataType d, ErrorKind kind);
+inline c10::ScalarType torch_dtype_of(DLDataType d, ErrorKind kind) {
+  c10::ScalarType t;
+  if (C10_UNLIKELY(!scalar_type_of(d, t))) refuse_dtype(d, kind);
+  return t;
+}
 
 // Element count of a DLPack shape, rejecting bad ndim, NULL or negative shapes and overflow (ValueError).
-int64_t checked_numel(int32_t ndim, const int64_t* shape);
+inline int64_t checked_numel(int32_t ndim, const int64_t* shape) {
+  if (C10_UNLIKELY(ndim < 0 || ndim > kMaxDims || (ndim > 0 && shape == nullptr))) refuse_shape(ndim, shape);
+  int64_t numel = 1;
+  bool bad = false;
+  for (int32_t i = 0; i < ndim; ++i) bad |= shape[i] < 0 || __builtin_mul_overflow(numel, shape[i], &numel);
+  if (C10_UNLIKELY(bad)) refuse_shape(ndim, shape);
+  return numel;
+}
 
 // Row-major strides for a shape (throws ValueError on overflow).
 void row_major_strides(int32_t ndim, const int64_t* shape, int64_t* strides);
@@ -195,6 +211,8 @@ int32_t dl_device_id_of(c10::Device device);
 
 // The torch device for a DLPack device, checked against the devices this process has
 // (throws tdb::Error: BufferError for a device type torch lacks, ValueError for a bad index).
-c10::Device device_of(DLDevice d);
+inline c10::Device device_of(DLDevice d) {
+  return d.device_type == kDLCPU ? c10::Device(c10::DeviceType::CPU) : checked_device(d);
+}
 
 }  // namespace tdb
