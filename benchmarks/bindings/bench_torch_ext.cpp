@@ -2,6 +2,7 @@
 // compiled by torch.utils.cpp_extension.load for benchmarks/bindings.py. f0(), f1(x), f3(x, y, z), f8(a..h)
 // read each data pointer. checked8(a..h) (issue 26) also checks each is float32, 1-D, contiguous and on the CPU,
 // as a torch extension's author writes it (TORCH_CHECK).
+#include <c10/core/CPUAllocator.h>
 #include <torch/extension.h>
 
 #include <cstdint>
@@ -25,6 +26,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // dispatcher), wrapped in a new Python object and freed again, as every new1 above does.
   m.def("floor1", [](const torch::Tensor& x) {
     at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(x.storage()), x.key_set(), x.dtype());
+    t.unsafeGetTensorImpl()->set_sizes_contiguous(x.sizes());
+    return t;
+  });
+  // The floor of returning a new tensor allocated by torch's CPU allocator (what every table's allocator must
+  // call): floor1 plus a fresh storage, with neither the dispatcher nor a table in between.
+  m.def("alloc1", [](const torch::Tensor& x) {
+    c10::Storage storage(c10::Storage::use_byte_size_t(), x.nbytes(), c10::GetCPUAllocator(), /*resizable=*/false);
+    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), x.key_set(), x.dtype());
     t.unsafeGetTensorImpl()->set_sizes_contiguous(x.sizes());
     return t;
   });
