@@ -121,8 +121,39 @@ def _interrupted(interrupt):
         "the interrupt is raised again once the import of torch has finished" if again else
         "the exception is not passed on: raised inside torch's import it would leave torch half-imported"))
     if again:
+        _exit_interrupted_unless_raised()
         threading.Thread(target=_interrupt_main_thread_after_import, name="torch_dlpack_bridge-interrupt",
                          daemon=True).start()
+
+
+def _exit_interrupted_unless_raised():
+    """A process that ends before the interrupt is raised again (``python -c "import torch"``: nothing runs after
+    the import) still ends as interrupted, killed by SIGINT as CPython ends on a KeyboardInterrupt it did not
+    catch, not with status 0. A handler of ours for SIGINT notes the delivery, then hands over to the one it
+    replaced; at exit, if it is still in place and was not called, the process re-sends SIGINT to itself."""
+    import atexit
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+
+    def deliver(signum, frame):
+        signal.signal(signal.SIGINT, previous)
+        if callable(previous):
+            return previous(signum, frame)  # the default handler raises KeyboardInterrupt
+        raise KeyboardInterrupt
+
+    def at_exit():
+        if signal.getsignal(signal.SIGINT) is deliver:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    signal.signal(signal.SIGINT, deliver)
+    atexit.register(at_exit)
 
 
 def _interrupt_main_thread_after_import():

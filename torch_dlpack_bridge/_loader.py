@@ -234,15 +234,23 @@ def recorded_failure(folder: int, target: _build.TorchTarget) -> Optional[Dict[s
     return record if record is not None and record.get("key") == build_key(target) else None
 
 
+class FailedBefore(ImportError):
+    """A build that failed before, repeated at no cost. An explicit import raises it with the whole error; the
+    `import torch` hook says nothing (`notice` None, as for Deferred): the process whose build failed said it,
+    and `python -m torch_dlpack_bridge` says it again on demand."""
+
+    notice = None
+
+
 def raise_if_failed_before(folder: int, target: _build.TorchTarget) -> None:
-    """ImportError repeating a failure recorded in the open cache folder for the same build, at no cost."""
+    """FailedBefore repeating a failure recorded in the open cache folder for the same build, at no cost."""
     record = recorded_failure(folder, target)
     if record is None:
         return
-    raise ImportError(f"torch_dlpack_bridge: building the exchange table for torch {target.version} failed on "
-                      f"{record.get('when')} (log: {record.get('log')}); it is not tried again until torch, this "
-                      f"package, the compiler or its flags change, or `{BUILD_COMMAND}` retries it. The error "
-                      f"was:\n{record.get('error')}")
+    raise FailedBefore(f"torch_dlpack_bridge: building the exchange table for torch {target.version} failed on "
+                       f"{record.get('when')} (log: {record.get('log')}); it is not tried again until torch, this "
+                       f"package, the compiler or its flags change, or `{BUILD_COMMAND}` retries it. The error "
+                       f"was:\n{record.get('error')}")
 
 
 def deferral(target: _build.TorchTarget, folder: str, fd: int, problem: Optional[str]) -> Deferred:
