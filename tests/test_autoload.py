@@ -504,6 +504,14 @@ def test_an_unusable_cache_is_named_with_its_mode_once_per_process_and_never_cla
     assert "once for this torch" not in line and "said once" not in line, line
 
 
+def default_sigint():
+    """preexec_fn: SIGINT's default disposition in the child, as at a terminal. A harness run in the background
+    (`cmd &`) passes SIGINT on ignored, and CPython then installs no KeyboardInterrupt handler."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupted_during_the_build(uncovered, tmp_path, code):
     """Runs `code` where the hook builds (torch without a table of its own, a compiler that would take 60 s) and
     sends SIGINT once the compilers have started; returns (exit status, stdout, stderr, seconds)."""
@@ -515,7 +523,8 @@ def interrupted_during_the_build(uncovered, tmp_path, code):
     full_env.update(env)
     start = time.monotonic()
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=full_env, cwd=os.path.dirname(sys.executable))
+                               text=True, env=full_env, cwd=os.path.dirname(sys.executable),
+                               preexec_fn=default_sigint)
     seen = []
     for line in process.stderr:
         seen.append(line)
@@ -667,7 +676,8 @@ def build_then_stop(tmp_path, env, command, how):
 
     with open(tmp_path / "stderr", "w") as stderr:
         process = subprocess.Popen(command, env=user_env(**env), stdout=subprocess.DEVNULL, stderr=stderr,
-                                   cwd=os.path.dirname(sys.executable), start_new_session=True)
+                                   cwd=os.path.dirname(sys.executable), start_new_session=True,
+                                   preexec_fn=default_sigint)
     try:
         deadline = time.monotonic() + 120
         while len(started(tmp_path)) < 2 and process.poll() is None and time.monotonic() < deadline:
