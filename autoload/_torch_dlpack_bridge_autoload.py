@@ -83,9 +83,10 @@ importing_thread = None
 
 
 def _publish():
-    """Publishes the table, or says why not; never raises. Where torch has its own table and no library of
-    the package is ready, the package declines to build inside `import torch` (an ImportError carrying a
-    `notice`, printed once per torch version)."""
+    """Publishes the table, or says why not; never raises. An ImportError carrying a `notice` is printed as
+    that one line, or not at all when it is None: the package's own once-per-torch notices (torch keeps its
+    table and no library of the package is ready; no build can start) and the silence after a build that failed
+    before (the process whose build failed said so)."""
     global importing_thread
     try:
         importing_thread = _thread.get_ident()

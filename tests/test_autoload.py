@@ -461,6 +461,28 @@ def test_failed_build_is_remembered_until_the_compiler_changes_or_the_build_comm
     assert calls(tmp_path) > second and retry.returncode != 0 and "failed" in retry.stderr, retry.stderr[-2000:]
 
 
+@pytest.mark.parametrize("why", ["switch", "compiler"])
+def test_a_build_that_cannot_start_is_said_once_per_torch_at_import_torch(uncovered, tmp_path, why):
+    """Where torch has no table and no build can start (TORCH_DLPACK_BRIDGE_BUILD=0, or no C++ compiler),
+    `import torch` says why in one line, once per torch (recorded in the cache), not in every process; an
+    explicit import still raises it."""
+    env = dict(uncovered, TDB_TEST_NO_NATIVE="1")
+    if why == "switch":
+        env["TORCH_DLPACK_BRIDGE_BUILD"] = "0"
+        text = "forbids building one"
+    else:
+        env["CXX"] = str(tmp_path / "no-such-c++")
+        text = "needs a C++ compiler, which was not found"
+    lines = []
+    for _ in range(3):
+        state, stderr = fresh_json("import torch; print(json.dumps(state()))", **env)
+        assert state["capsule"] is None, state
+        lines.append(package_lines(stderr))
+    assert len(lines[0]) == 1 and text in lines[0][0] and lines[1:] == [[], []], lines
+    explicit = fresh("import torch_dlpack_bridge", **dict(env, TORCH_DLPACK_BRIDGE_AUTOLOAD="0"))
+    assert explicit.returncode != 0 and text in explicit.stderr, explicit.stderr[-2000:]
+
+
 def test_after_a_failed_build_command_import_torch_says_one_line_once_and_keeps_torchs_table(uncovered, tmp_path):
     """Where torch keeps its own table, a failure recorded by `python -m torch_dlpack_bridge build` is not
     re-warned at every `import torch` with the compiler's command: over three imports, one line in all, saying

@@ -119,12 +119,14 @@ class Deferred(ImportError):
         self.notice = notice
 
 
-def load(package_version: str, defer_build: bool = False,
-         retry_failed: bool = False) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
+def load(package_version: str, defer_build: bool = False, retry_failed: bool = False,
+         notice_once: bool = False) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
     """Loads the table library for the running torch; returns it and what it was built against (plus
     `library`, its path, and `origin`: "shipped", "cache", "build", or "private": built into a temporary
     folder for this process, removed once loaded). With `defer_build`, raises Deferred instead of building;
-    a build that failed before is not tried again unless `retry_failed`. Every failure is an ImportError."""
+    a build that failed before is not tried again unless `retry_failed`. Every failure is an ImportError; with
+    `notice_once` (the `import torch` hook), one saying that no build can start carries a `notice`, None once
+    said for this torch (see first_notice)."""
     target = _build.installed_torch()
     shipped = os.path.join(SHIPPED_DIR, target.library_name)
     if target.is_release and os.path.isfile(shipped):
@@ -134,13 +136,13 @@ def load(package_version: str, defer_build: bool = False,
             raise ImportError(f"torch_dlpack_bridge: {why}. Reinstall torch_dlpack_bridge.") from None
     folder = cache_dir(target, package_version)
     try:
-        return load_from_cache(target, folder, defer_build, retry_failed)
+        return load_from_cache(target, folder, defer_build, retry_failed, notice_once)
     except OSError as error:  # e.g. a file removed between two steps: still an ImportError, naming the path
         raise ImportError(f"torch_dlpack_bridge: {describe(error, folder)}") from None
 
 
-def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool,
-                    retry_failed: bool) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
+def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool, retry_failed: bool,
+                    notice_once: bool) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
     path = os.path.join(folder, target.library_name)
     problem = stale = None
     fd = -1
@@ -164,7 +166,14 @@ def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool,
             raise deferral(target, folder, fd if problem is None else -1, problem)
         if fd >= 0 and problem is None and not retry_failed:
             raise_if_failed_before(fd, target)
-        require_build_tools(target, stale or problem, "rebuilding it" if stale else "building one")
+        try:
+            require_build_tools(target, stale or problem, "rebuilding it" if stale else "building one")
+        except ImportError as error:
+            # The hook says it once per torch (per process where the cache cannot be used): nothing changes
+            # between imports until a compiler or Python's headers are installed, or the switch is unset.
+            if notice_once:
+                error.notice = str(error) if problem is not None or first_notice(target, folder, fd)[0] else None
+            raise
         if problem is None and fd < 0:
             try:
                 fd = _cache.open_folder(cache_root(), os.path.basename(folder), create=True)
@@ -253,6 +262,25 @@ def raise_if_failed_before(folder: int, target: _build.TorchTarget) -> None:
                        f"was:\n{record.get('error')}")
 
 
+def first_notice(target: _build.TorchTarget, folder: str, fd: int) -> Tuple[bool, Optional[str]]:
+    """Whether the `import torch` hook's one notice for the cache folder `folder` (open as `fd`, or -1) is
+    still to be said, recording there that it is now said; and why the folder cannot be used, if it cannot be
+    opened: then nothing is recorded and the notice is said once per process (the hook runs once)."""
+    opened = -1
+    try:
+        if fd < 0:
+            fd = opened = _cache.open_folder(cache_root(), os.path.basename(folder), create=True)
+        if _cache.read_record(fd, NOTICE_RECORD) is not None:
+            return False, None
+        _cache.write_record(fd, NOTICE_RECORD, {"torch": target.version})
+    except (_cache.Untrusted, OSError) as why:
+        return True, describe(why, folder) if fd < 0 else None
+    finally:
+        if opened >= 0:
+            os.close(opened)
+    return True, None
+
+
 def deferral(target: _build.TorchTarget, folder: str, fd: int, problem: Optional[str]) -> Deferred:
     """Deferred, where torch has a table of its own and no library of this package is ready, with the one line
     `import torch` prints: what is the case and the one command that changes it. Said once per cache folder
@@ -260,20 +288,10 @@ def deferral(target: _build.TorchTarget, folder: str, fd: int, problem: Optional
     recorded, so it is said once per process (the hook runs once), with why and where a build would go."""
     case = f"torch_dlpack_bridge: torch {target.version} keeps its own DLPack exchange table"
     message = f"torch_dlpack_bridge: not built for torch {target.version}; torch's own table stays"
-    opened = -1
-    try:
-        if fd < 0 and problem is None:
-            fd = opened = _cache.open_folder(cache_root(), os.path.basename(folder), create=True)
-        if problem is None:
-            if _cache.read_record(fd, NOTICE_RECORD) is not None:
-                return Deferred(message, None)
-            _cache.write_record(fd, NOTICE_RECORD, {"torch": target.version})
-    except (_cache.Untrusted, OSError) as why:
-        if problem is None and fd < 0:
-            problem = describe(why, folder)
-    finally:
-        if opened >= 0:
-            os.close(opened)
+    if problem is None:
+        first, problem = first_notice(target, folder, fd)
+        if not first:
+            return Deferred(message, None)
     if problem is not None:
         return Deferred(message, f"{case}: this package's cache cannot be used ({problem}), so `{BUILD_COMMAND}` "
                                  f"would build ours into a temporary folder for that one process only; set "

@@ -45,7 +45,8 @@ def publish_at_import(explicit: bool, retry_failed: bool = False) -> None:
             raise ImportError(str(_failure))
         defer = not explicit and native_capsule() is not None
         try:
-            library, info = _loader.load(_build.PACKAGE_VERSION, defer_build=defer, retry_failed=retry_failed)
+            library, info = _loader.load(_build.PACKAGE_VERSION, defer_build=defer, retry_failed=retry_failed,
+                                         notice_once=not explicit)
         except _loader.Deferred:
             raise
         except ImportError as error:
