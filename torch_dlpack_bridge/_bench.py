@@ -23,8 +23,8 @@ import os
 import platform
 import statistics
 import subprocess
-import textwrap
 import sys
+import textwrap
 import timeit
 from dataclasses import dataclass, field
 from pathlib import Path
