@@ -16,7 +16,8 @@ Fails (exit 1, one line per problem) on:
 - a code block (<pre>) with a line wider than 90 columns (MAX_CODE_COLUMNS), which a laptop's page width
   cuts off;
 - a C++ reference page (reference/cpp/*) without a code block where its headers' doc comments have examples
-  (\\code), i.e. examples flattened into prose;
+  (\\code), i.e. examples flattened into prose, or with a code block highlighted by the site's default lexer
+  (Python: a `\\code` without `{.cpp}`);
 - a missing image: an <img src> or <object data> (the Graphviz diagrams) that the server does not have, or that
   is empty or not an image; and any request Chromium made while rendering a page that the server answered with
   an error (stylesheets, scripts and images as the browser asked for them).
@@ -78,6 +79,7 @@ class DomReader(html.parser.HTMLParser):
         self.headings = 0
         self.main = 0
         self.code_blocks: List[str] = []  # the text of every <pre>
+        self.plain_highlights = 0  # code blocks highlighted with the site's default lexer (Python)
         self._pre = 0
 
     def handle_endtag(self, tag):
@@ -95,6 +97,8 @@ class DomReader(html.parser.HTMLParser):
                 self.ids.add(a[key])
         if tag in ("h1", "h2"):
             self.headings += 1
+        if tag == "div" and "highlight-default" in (a.get("class") or "").split():
+            self.plain_highlights += 1
         if tag == "pre":
             self._pre += 1
             if self._pre == 1:
@@ -122,6 +126,9 @@ def code_problems(page: str, dom: DomReader, examples_of: Dict[str, bool]) -> Li
     name = os.path.splitext(os.path.basename(page))[0]
     if page.startswith("reference/cpp/") and examples_of.get(name) and not dom.code_blocks:
         problems.append(f"{page}: no code block, but the headers it shows have examples (\\code)")
+    if page.startswith("reference/cpp/") and dom.plain_highlights:
+        problems.append(f"{page}: {dom.plain_highlights} code block(s) highlighted as Python, the site's default "
+                        "(write \\code{.cpp} in the header)")
     return problems
 
 

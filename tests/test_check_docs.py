@@ -32,3 +32,12 @@ def test_a_reference_page_without_code_fails_where_its_headers_have_examples():
     found = problems("reference/cpp/tensor.html", "<main><h1>Typed</h1><p>static PyObject* f() { }</p></main>")
     assert len(found) == 1 and "no code block" in found[0]
     assert problems("reference/cpp/tensor.html", "<main><h1>T</h1><pre>int x;</pre></main>") == []
+
+
+def test_a_reference_code_block_highlighted_as_python_fails():
+    # a \code without {.cpp} reaches Sphinx with no language: Pygments read C++ as Python (`//` an operator)
+    plain = '<div class="highlight-default notranslate"><pre>int x;  // x</pre></div>'
+    found = problems("reference/cpp/output.html", f"<main><h1>T</h1>{plain}</main>")
+    assert len(found) == 1 and "highlighted as Python" in found[0]
+    assert problems("reference/cpp/output.html", plain.replace("highlight-default", "highlight-cpp")) == []
+    assert problems("guides/new.html", plain) == []  # elsewhere a block names its language, or is text

@@ -36,7 +36,7 @@
  * managed_tensor_to_py_object_no_sync (a torch.Tensor for `Out::empty_like(x)` with a torch x); a
  * `std::tuple` of them (with `#include <nanobind/stl/tuple.h>`) becomes a Python tuple:
  *
- * \code
+ * \code{.cpp}
  * using Out = tdb::OwnedTensor<float, tdb::ndim<1>>;
  * m.def("split", [](tdb::Tensor<const float, tdb::ndim<1>> x) {
  *   Out lo = Out::empty_like(x), hi = Out::empty_like(x);

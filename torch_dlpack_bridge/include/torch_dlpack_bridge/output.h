@@ -4,7 +4,7 @@
  *        allocator for a torch.Tensor input, Paddle's for a Paddle one), writes through a typed view, and
  *        returns to Python as that producer's tensor. Header-only, torch-free, C++17.
  *
- * \code
+ * \code{.cpp}
  * #include <torch_dlpack_bridge/pybind11.h>  // or nanobind.h; both include this header
  *
  * using In = tdb::Tensor<const float, tdb::ndim<2>>;

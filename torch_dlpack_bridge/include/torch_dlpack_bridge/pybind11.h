@@ -39,7 +39,7 @@
  * managed_tensor_to_py_object_no_sync (a torch.Tensor for `Out::empty_like(x)` with a torch x); a
  * `std::tuple` of them becomes a Python tuple:
  *
- * \code
+ * \code{.cpp}
  * using Out = tdb::OwnedTensor<float, tdb::ndim<1>>;
  * m.def("split", [](tdb::Tensor<const float, tdb::ndim<1>> x) {
  *   Out lo = Out::empty_like(x), hi = Out::empty_like(x);
