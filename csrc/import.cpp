@@ -19,6 +19,18 @@ void release_producer_tensor(void* ctx) noexcept {
   if (m->deleter != nullptr) m->deleter(m);
 }
 
+// Runs `release` (which may end in the producer's deleter) with the exception meant for the caller put
+// aside: a deleter that runs Python code (a ctypes callback, a Python-backed producer) would otherwise fail
+// on it or clear it, leaking the producer's tensor and leaving -1 without an exception. Failure paths only
+// (the caller holds the GIL: managed_tensor_to_py_object_no_sync needs it).
+template <class Release>
+void release_keeping_error(Release&& release) noexcept {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  release();
+  PyErr_Restore(type, value, traceback);
+}
+
 // Bytes spanned by a strided tensor with `numel` > 0 elements, checking every step for overflow.
 size_t span_bytes(const DLTensor& t, const int64_t* strides, size_t item_size) {
   uint64_t last = 0;  // offset, in elements, of the last element
@@ -126,12 +138,12 @@ int managed_tensor_to_py_object_no_sync(DLManagedTensorVersioned* m, void** out_
   at::Tensor tensor;
   const int status = guarded([&] { tensor = import_tensor(m, owned_by_tensor); });
   if (status != 0) {
-    if (!owned_by_tensor) release_producer_tensor(m);
+    if (!owned_by_tensor) release_keeping_error([m] { release_producer_tensor(m); });
     return -1;
   }
   // Wrapping a fresh tensor fails only when its Python object cannot be allocated, whatever torch calls that
   // (c10::OutOfMemoryError in 2.13, a plain c10::Error in 2.10-2.12, a MemoryError in 2.4): MemoryError here.
-  // The tensor dies when this function returns, which releases `m` through the DataPtr.
+  // Dropping the tensor releases `m` through the DataPtr.
   PyObject* py = nullptr;
   if (guarded([&] { py = THPVariable_Wrap(tensor); }) != 0 || py == nullptr) {
     if (!PyErr_Occurred() || !PyErr_ExceptionMatches(PyExc_MemoryError)) {
@@ -139,17 +151,21 @@ int managed_tensor_to_py_object_no_sync(DLManagedTensorVersioned* m, void** out_
       PyErr_SetString(PyExc_MemoryError,
                       "torch_dlpack_bridge: cannot allocate the Python object of the imported tensor");
     }
+    release_keeping_error([&] { tensor.reset(); });
     return -1;
   }
   // torch has no read-only tensors. Like torch.from_numpy with a non-writable array, say so rather than
   // refuse: a refusal would only send consumers to __dlpack__, which drops the flag silently. Under
-  // `-W error` the warning is an exception and the import fails (dropping `py` releases `m`).
+  // `-W error` the warning is an exception and the import fails (dropping `py` and `tensor` releases `m`).
   if (C10_UNLIKELY(flags & DLPACK_FLAG_BITMASK_READ_ONLY) &&
       PyErr_WarnEx(PyExc_UserWarning,
                    "torch_dlpack_bridge: the DLPack producer marked this tensor read-only; torch has no "
                    "read-only tensors, so writing to it is undefined behaviour (copy it if you need to write)",
                    1) != 0) {
-    Py_DECREF(py);
+    release_keeping_error([&] {
+      Py_DECREF(py);
+      tensor.reset();
+    });
     return -1;
   }
   *out_py_object = py;

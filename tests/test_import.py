@@ -397,6 +397,53 @@ def test_import_that_cannot_allocate_the_python_object_raises_memory_error():
     assert "owning export: MemoryError" in result.stdout
 
 
+# A refused import calls the producer's deleter with the exception for the caller already set. A deleter that
+# runs Python code (here a ctypes callback) once failed on it ("returned a result with an exception set",
+# printed and cleared): the producer's tensor was never freed and the call returned -1 with no exception
+# (the probe then raises SystemError). Each case: the probe's fields, and what runs just before the import.
+PYTHON_DELETER_CASES = {
+    "refused_dtype": ("BufferError", "dtype=(3, 32, 1)", ""),  # an opaque handle: no torch dtype
+    "read_only_under_W_error": ("UserWarning", "flags=1", "warnings.simplefilter('error')"),
+    "no_memory_for_the_python_object": ("MemoryError", "", "_testcapi.set_nomemory(0, 1)"),
+}
+
+
+@pytest.mark.parametrize("case", PYTHON_DELETER_CASES)
+def test_refused_import_runs_a_python_deleter_and_raises_its_own_exception(case):
+    exception, fields, just_before = PYTHON_DELETER_CASES[case]
+    if case.startswith("no_memory"):
+        pytest.importorskip("_testcapi", reason="this Python has no _testcapi (its allocation-failure hooks)")
+    code = textwrap.dedent(f"""
+        import ctypes, sys, warnings, numpy as np, torch, torch_dlpack_bridge
+        from torch_dlpack_bridge import _probe
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        from table_ctypes import DELETER, ManagedTensorVersioned
+        if {case!r}.startswith("no_memory"):
+            import _testcapi
+        api = torch_dlpack_bridge.exchange_api()
+        unraisable, calls = [], []
+        sys.unraisablehook = unraisable.append
+        buf = np.arange(4, dtype=np.float32)
+        kwargs = dict({fields})
+        m = _probe.make(buf.ctypes.data, (1, 0), kwargs.pop("dtype", (2, 32, 1)), [4], [1], owner=buf, **kwargs)
+        # The probe's object holds the struct's address right after its header: its deleter becomes Python's.
+        struct = ManagedTensorVersioned.from_address(ctypes.c_void_p.from_address(id(m) + object.__basicsize__).value)
+        struct.deleter = DELETER(lambda address: calls.append(address))
+        try:
+            {just_before}
+            m.to_python(api)
+            print("imported")
+        except BaseException as e:
+            print("raised", type(e).__name__)
+        if "_testcapi" in sys.modules:
+            _testcapi.remove_mem_hooks()
+        print("deleter calls", len(calls), "unraisable", [str(u.exc_value) for u in unraisable])
+    """)
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == f"raised {exception}\ndeleter calls 1 unraisable []\n", result.stdout + result.stderr
+
+
 FAILING_NEW = """
 #include <cstdlib>
 #include <new>
