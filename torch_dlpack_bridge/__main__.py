@@ -14,12 +14,12 @@ import argparse
 import os
 import sys
 import timeit
-from typing import Callable, List, Tuple
+from typing import List
 
 import torch
 
 import torch_dlpack_bridge as bridge
-from torch_dlpack_bridge import _loader, _probe, _table
+from torch_dlpack_bridge import _loader, _probe, _self_check, _table
 
 CPU = (1, 0)
 
@@ -79,63 +79,17 @@ def consumers_get(provider, has_native: bool) -> str:
             f"{bridge.PREFER_ENV}=bridge or torch_dlpack_bridge.install()")
 
 
-def self_check(api) -> List[Tuple[str, bool, str]]:
-    """Runs every function of `api` on real tensors through the C probe; returns (check, ok, detail)."""
-    results: List[Tuple[str, bool, str]] = []
-
-    def check(name: str, body: Callable[[], str]) -> None:
-        try:
-            results.append((name, True, body()))
-        except Exception as e:  # a failed check is reported, not raised
-            results.append((name, False, f"{type(e).__name__}: {e}"))
-
-    t = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4).transpose(0, 2)[1:]
-
-    def dltensor() -> str:
-        data, device, ndim, dtype, shape, strides, offset = _probe.dltensor(api, t)
-        assert (data, device, shape, strides, offset) == (t.data_ptr(), CPU, tuple(t.shape), t.stride(), 0)
-        assert dtype == (2, 32, 1) and ndim == 3
-        return f"shape {shape} strides {strides}"
-
-    def owning_round_trip() -> str:
-        managed = _probe.export(api, t)
-        assert managed.version() == (1, 3) and managed.flags() == 0
-        back = managed.to_python(api)
-        assert back.data_ptr() == t.data_ptr() and torch.equal(back, t)
-        return "export -> import aliases the source"
-
-    def allocate() -> str:
-        managed = _probe.allocate(api, (5, 7), (2, 16, 1), CPU)
-        _, device, _, dtype, shape, strides, _ = managed.info()
-        assert (device, dtype, shape, strides) == (CPU, (2, 16, 1), (5, 7), (7, 1))
-        out = managed.to_python(api)
-        assert out.dtype == torch.float16 and out.shape == (5, 7)
-        return "float16 (5, 7) through torch's allocator"
-
-    def stream() -> str:
-        assert _probe.current_stream(api, *CPU) == 0
-        return "CPU stream is NULL"
-
-    def refusals() -> str:
-        for bad, kind in ((t.to_sparse(), BufferError), (torch.ones(2, dtype=torch.complex64).conj(), BufferError),
-                          (None, TypeError)):
-            try:
-                _probe.dltensor(api, bad)
-            except kind:
-                continue
-            raise AssertionError(f"{type(bad).__name__} was not refused with {kind.__name__}")
-        return "sparse, conj view and None refused with BufferError/TypeError"
-
-    for name, body in (("dltensor_from_py_object_no_sync", dltensor),
-                       ("managed_tensor_from/to_py_object_no_sync", owning_round_trip),
-                       ("managed_tensor_allocator", allocate), ("current_work_stream", stream),
-                       ("clear errors", refusals)):
-        check(name, body)
-    return results
+def load_average() -> str:
+    try:
+        return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    except OSError:  # the system does not say
+        return "unknown"
 
 
 def quick_timing() -> None:
-    """ns per call, timed from C by the probe, for this table and torch's own; and t.__dlpack__() from Python."""
+    """ns per call, timed from C by the probe, for this table and torch's own, in alternating rounds so that
+    their ratio sees the same machine; t.__dlpack__() from Python. The numbers are this machine's, now: the
+    load average and the CPU count are printed beside them (a busy machine shows several times more ns)."""
     t = torch.empty(8, 16, 32)
     tables = [("torch_dlpack_bridge", bridge.exchange_api())]
     if bridge._native_capsule() is not None:
@@ -143,13 +97,24 @@ def quick_timing() -> None:
     rows = [("dltensor_from_py_object_no_sync", "dltensor", t), ("managed export + deleter", "managed", t),
             ("import (to_py) + drop", "to_python", t), ("allocator + deleter", "allocate", t),
             ("current_work_stream(CPU)", "stream", CPU)]
-    print(f"{'ns per call (median)':34}" + "".join(f"{name:>22}" for name, _ in tables))
+    cpus = os.cpu_count()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cpus
+    print(f"measured on this machine now: {cpus} CPUs ({usable} usable to this process), load average "
+          f"{load_average()} (1, 5, 15 min) at the start")
+    ratio = len(tables) == 2
+    print(f"{'ns per call (best round)':34}" + "".join(f"{name:>22}" for name, _ in tables)
+          + (f"{'ours / torch':>14}" if ratio else ""))
     for label, which, obj in rows:
-        cells = [_probe.time(capsule, which, obj, 20000, 7) for _, capsule in tables]
-        print(f"{label:34}" + "".join(f"{ns:22.1f}" for ns in cells))
+        rounds = [[_probe.time(capsule, which, obj, 20000, 3) for _, capsule in tables] for _ in range(3)]
+        cells = [min(column) for column in zip(*rounds)]
+        print(f"{label:34}" + "".join(f"{ns:22.1f}" for ns in cells)
+              + (f"{sorted(a / b for a, b in rounds)[1]:14.2f}" if ratio else ""))
     n = 20000
     python_ns = min(timeit.repeat(t.__dlpack__, number=n, repeat=5)) / n * 1e9
     print(f"{'t.__dlpack__() from Python':34}{python_ns:22.1f}")
+    print(f"load average at the end {load_average()} on {usable} usable CPUs. Absolute ns move with the load "
+          f"(several times on a busy machine){'; the ratio (median of 3 rounds) far less' if ratio else ''}.\n"
+          f"`python -m torch_dlpack_bridge bench` and benchmarks/RESULTS.md measure at length.")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -200,13 +165,12 @@ def main(argv: List[str]) -> int:
 
         return _bench.main(args.args)
     status()
-    print("\nself-check (this project's table, called from C):")
-    results = self_check(bridge.exchange_api())
-    for name, ok, detail in results:
-        print(f"  [{'ok' if ok else 'FAIL'}] {name}: {detail}")
+    print("\nself-check (this project's table, called from C; no kernel is launched):")
+    lines, ok = _self_check.report(bridge.exchange_api())
+    print("\n".join(lines))
     print("\nquick timing:")
     quick_timing()
-    return 0 if all(ok for _, ok, _ in results) else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
