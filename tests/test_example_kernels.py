@@ -5,6 +5,7 @@ The CUDA variant (axpy_cuda.cu) is compiled with nvcc when nvcc is available; it
 """
 import gc
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -176,11 +177,55 @@ def test_errors_name_the_argument(ak, fn, args, exc, msg):
 # ----------------------------------------------------------------------------- CUDA source
 
 
+def dynamic_section(path):
+    """NEEDED libraries and RUNPATH of a shared library, as readelf -d reports them."""
+    text = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True).stdout
+    return re.findall(r"\(NEEDED\).*\[(.*)\]", text), re.findall(r"\(R(?:UN)?PATH\).*\[(.*)\]", text)
+
+
+def nvcc_major():
+    out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
+    return re.search(r"release (\d+)\.", out).group(1)
+
+
 def test_cuda_example_compiles_with_nvcc(cuda_build):
     res, out = cuda_build
     assert res.returncode == 0, res.stdout + res.stderr
-    mod = import_from(str(out), "axpy_cuda")  # links statically against cudart: importable without a GPU
+    # The shared CUDA runtime torch loads (not nvcc's static one, which needs a driver of nvcc's CUDA), found
+    # first where torch's is; with a CPU torch, the toolkit's.
+    (so,) = out.glob("axpy_cuda*")
+    needed, runpath = dynamic_section(so)
+    cudart = [n for n in needed if n.startswith("libcudart.so.")]
+    assert cudart == [f"libcudart.so.{torch.version.cuda.split('.')[0] if torch.version.cuda else nvcc_major()}"]
+    loaded = [line.split()[-1] for line in open("/proc/self/maps") if "/libcudart.so" in line]
+    expected_dir = os.path.dirname(loaded[0]) if torch.version.cuda else os.path.join("/usr/local/cuda", "lib64")
+    assert runpath == [expected_dir] and os.path.exists(os.path.join(expected_dir, cudart[0]))
+    mod = import_from(str(out), "axpy_cuda")  # importable without a GPU
     with pytest.raises(ValueError, match="argument 'x': expected a cuda tensor, got cpu"):
         mod.axpy_(1.0, torch.ones(3), torch.ones(3))
     with pytest.raises(ValueError, match="argument 'y': expected a cuda tensor, got cpu"):
         mod.axpy_(1.0, torch.ones(3).as_subclass(FakeCuda), torch.ones(3))
+
+
+def make_cuda_dry_run(example_dir, torch_cuda):
+    """`make -n cuda` as if torch reported torch_cuda ("<version> <cudart folder> <archs>")."""
+    cmd = ["make", "-n", "cuda", f"PYTHON={sys.executable}", "OUT=dry", f"TDB_INCLUDE={INCLUDE}",
+           f"TORCH_CUDA={torch_cuda}"]
+    return subprocess.run(cmd, cwd=example_dir, capture_output=True, text=True)
+
+
+def test_cuda_example_targets_torch_runtime_and_architectures(cuda_build, example_dir):
+    res = make_cuda_dry_run(example_dir, f"{nvcc_major()}.0 /torch/nvidia/lib sm_80,sm_90")
+    assert res.returncode == 0, res.stderr
+    assert "-cudart shared -Xlinker -rpath,/torch/nvidia/lib" in res.stdout
+    assert re.findall(r"-gencode arch=(\S+)", res.stdout) == ["compute_80,code=sm_80", "compute_90,code=sm_90",
+                                                             "compute_90,code=compute_90"]
+
+
+def test_cuda_example_refuses_a_toolkit_of_another_major_version(cuda_build, example_dir):
+    other = "12.8" if nvcc_major() != "12" else "13.0"
+    res = subprocess.run(["make", "cuda", f"PYTHON={sys.executable}", "OUT=refused", f"TDB_INCLUDE={INCLUDE}",
+                          f"TORCH_CUDA={other} /torch/nvidia/lib sm_80"], cwd=example_dir, capture_output=True, text=True)
+    assert res.returncode != 0
+    assert f"torch brings CUDA {other}: set NVCC= and CUDA_HOME= to a CUDA {other.split('.')[0]} toolkit" in res.stderr
+    assert not (example_dir / "refused").exists()
