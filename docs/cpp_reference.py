@@ -15,9 +15,10 @@ from typing import Dict, List, Tuple
 
 # Page (docs/reference/cpp/<page>.md) -> the headers it shows, in the order a kernel author needs them.
 PAGES = {
-    "tensor": ["tensor.h"],
+    "tensor": ["tensor.h", "dtypes.h", "annotations.h", "accessors.h", "signature.h"],
     "output": ["output.h"],
-    "consumer": ["consumer.h", "names.h"],
+    "consumer": ["consumer.h", "view.h", "managed.h", "errors.h", "checks.h", "allocate.h", "dltensor.h",
+                 "table.h", "protocol.h", "names.h", "config.h"],
     "bindings": ["pybind11.h", "nanobind.h"],
     "dlpack": ["dlpack.h"],
 }
@@ -136,7 +137,9 @@ def page(xml_dir: str, header: str, level: int) -> str:
     found = entries(xml_dir, header)
     namespaced = any("tdb::" in e.names[0] for rows in found.values() for e in rows)
     lines = [f"`#include <torch_dlpack_bridge/{header}>`" + (" (names in namespace `tdb`)" if namespaced else ""),
-             "", "| Name | What it is |", "|---|---|"]
+             ""]
+    if any(found.values()):  # a header of implementation details only (protocol.h) or of includes gets no table
+        lines += ["| Name | What it is |", "|---|---|"]
     for kind, title in KIND_TITLES:
         role = "c:macro" if kind == "define" else "cpp:any"
         if found[kind]:

@@ -1,0 +1,103 @@
+/*!
+ * \file torch_dlpack_bridge/allocate.h
+ * \brief Streams and allocation: the producer's current work stream (`current_stream`) and new tensors from
+ *        the producer's allocator (`allocate`, `allocate_like`), returned as owning handles.
+ *
+ * Included by consumer.h (and output.h, through it).
+ */
+#ifndef TORCH_DLPACK_BRIDGE_ALLOCATE_H_
+#define TORCH_DLPACK_BRIDGE_ALLOCATE_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "torch_dlpack_bridge/dlpack.h"
+#include "torch_dlpack_bridge/dltensor.h"
+#include "torch_dlpack_bridge/errors.h"
+#include "torch_dlpack_bridge/managed.h"
+#include "torch_dlpack_bridge/view.h"
+
+namespace tdb {
+
+/*!
+ * \brief The producer's current work stream for `device` (cudaStream_t, hipStream_t, ...; not owned,
+ * may be NULL for a default stream). Returns NULL for kDLCPU without asking the producer, and NULL (the
+ * default stream, which `__dlpack__` was asked to order the data for) when `api` is nullptr. Launch kernels
+ * on it to stay ordered with the producer's work. Throws the producer's error on failure.
+ */
+inline void* current_stream(const DLPackExchangeAPI* api, DLDevice device) {
+  // No table (a tensor taken through __dlpack__): the producer was asked for the default stream.
+  if (device.device_type == kDLCPU || !api) return nullptr;
+  void* stream = nullptr;
+  if (api->current_work_stream(device.device_type, device.device_id, &stream) != 0) throw Error::pending();
+  return stream;
+}
+
+namespace detail {
+struct AllocError {
+  std::string kind, message;
+  bool called = false;
+};
+inline void set_alloc_error(void* ctx, const char* kind, const char* message) {  // C callback: never throws
+  try {
+    AllocError* e = static_cast<AllocError*>(ctx);
+    e->called = true;
+    e->kind = kind ? kind : "RuntimeError";
+    e->message = message ? message : "";
+  } catch (...) {
+  }
+}
+/*! \brief The builtin exception class called `kind` (e.g. "MemoryError"), else RuntimeError. Borrowed. */
+inline PyObject* exception_class(const std::string& kind) {
+  PyObject* builtins = PyEval_GetBuiltins();
+  PyObject* cls = builtins ? PyDict_GetItemString(builtins, kind.c_str()) : nullptr;
+  return (cls && PyExceptionClass_Check(cls)) ? cls : PyExc_RuntimeError;
+}
+}  // namespace detail
+
+/*!
+ * \brief Allocates a new C-contiguous tensor through the producer's managed_tensor_allocator and returns
+ * the owning handle (use .to_python() to return it to Python). A failure reported through SetError
+ * becomes a Python exception of that kind (MemoryError, ValueError, ...) thrown as tdb::Error.
+ */
+inline ManagedTensor allocate(const DLPackExchangeAPI* api, int32_t ndim, const int64_t* shape, DLDataType dtype,
+                              DLDevice device) {
+  if (!api) throw Error(PyExc_TypeError, "tdb::allocate: no producer table to allocate with");
+  int64_t small[8];  // the prototype's strides: on the stack up to 8 dimensions (a kernel's output, every call)
+  std::vector<int64_t> large(ndim > 8 ? ndim : 0);
+  int64_t* strides = ndim > 8 ? large.data() : small;
+  for (int64_t i = ndim - 1, s = 1; i >= 0; s *= shape[i], --i) strides[i] = s;
+  DLTensor proto{nullptr, device, ndim, dtype, const_cast<int64_t*>(shape), strides, 0};
+  DLManagedTensorVersioned* out = nullptr;
+  detail::AllocError err;
+  if (api->managed_tensor_allocator(&proto, &out, &err, detail::set_alloc_error) != 0 || !out) {
+    if (err.called) {
+      PyErr_Clear();  // SetError is the report; drop anything the producer left set as well
+      throw Error(detail::exception_class(err.kind), err.message);
+    }
+    throw Error::pending();
+  }
+  ManagedTensor result(out, api);
+  const DLTensor& t = result.dl();
+  if (t.ndim != ndim || !same_dtype(t.dtype, dtype) || !tdb::is_contiguous(t))
+    throw Error(PyExc_BufferError, "producer allocator returned a tensor other than the one requested");
+  return result;
+}
+/*! \brief allocate() with a shape list, e.g. allocate(api, {n, 3}, kFloat32, kCPU). */
+inline ManagedTensor allocate(const DLPackExchangeAPI* api, std::initializer_list<int64_t> shape, DLDataType dtype,
+                              DLDevice device) {
+  return allocate(api, static_cast<int32_t>(shape.size()), shape.begin(), dtype, device);
+}
+/*! \brief allocate() a contiguous tensor with the shape, dtype and device of `like`, from its producer. */
+inline ManagedTensor allocate_like(const TensorView& like) {
+  if (!like.api())
+    throw Error(PyExc_TypeError, detail::arg(like.name()) + "its producer has no DLPack exchange table "
+                                 "(it was taken through __dlpack__), so it cannot allocate a tensor like it");
+  return allocate(like.api(), like.ndim(), like.shape(), like.dtype(), like.device());
+}
+
+}  // namespace tdb
+
+#endif  // TORCH_DLPACK_BRIDGE_ALLOCATE_H_

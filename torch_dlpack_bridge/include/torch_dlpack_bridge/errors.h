@@ -1,0 +1,149 @@
+/*!
+ * \file torch_dlpack_bridge/errors.h
+ * \brief Errors: `tdb::Error`, the one exception type the headers throw, and `tdb::guard`, which turns any
+ *        C++ exception into a Python exception at the boundary of an extension function; plus the helpers that
+ *        move a Python exception aside and name the argument in a producer's error.
+ *
+ * Included by every consumer header (consumer.h includes it for raw-CPython kernels).
+ */
+#ifndef TORCH_DLPACK_BRIDGE_ERRORS_H_
+#define TORCH_DLPACK_BRIDGE_ERRORS_H_
+
+#ifndef PY_SSIZE_T_CLEAN
+#define PY_SSIZE_T_CLEAN
+#endif
+#include <Python.h>
+
+#include <exception>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "torch_dlpack_bridge/config.h"
+#include "torch_dlpack_bridge/dlpack.h"
+
+namespace tdb {
+
+/*!
+ * \brief The one exception type the consumer headers throw. Either carries a Python exception type and a
+ * message (raised by `restore()`), or is "pending": a Python exception is already set and owned by the
+ * Python error indicator. The Error object owns no Python references.
+ */
+class Error : public std::exception {
+ public:
+  /*! \brief An error to be raised as `type(message)`; `type` is a borrowed exception class (PyExc_*). */
+  Error(PyObject* type, std::string message) : type_(type), msg_(std::move(message)) {}
+  /*! \brief An error whose Python exception is already set (e.g. by a producer function). */
+  static Error pending() { return Error(nullptr, "a Python exception is set"); }
+  /*! \brief True when the Python exception is already set. */
+  bool is_pending() const { return type_ == nullptr; }
+  /*! \brief Sets the Python error indicator from this error (GIL held). */
+  void restore() const {
+    if (type_ != nullptr) {
+      PyErr_SetString(type_, msg_.c_str());
+    } else if (!PyErr_Occurred()) {
+      PyErr_SetString(PyExc_RuntimeError, "DLPack producer failed without setting a Python exception");
+    }
+  }
+  /*! \brief The message (owned by the Error). */
+  const char* what() const noexcept override { return msg_.c_str(); }
+
+ private:
+  PyObject* type_;
+  std::string msg_;
+};
+
+/*!
+ * \brief Runs `body` (returning a new reference or NULL) and converts any escaping C++ exception into a
+ * Python exception: tdb::Error as described, std::bad_alloc as MemoryError, other std::exception as
+ * RuntimeError. Returns what `body` returned, or NULL with a Python exception set. Use it as the whole
+ * body of a PyCFunction so that no C++ exception crosses into CPython.
+ */
+template <class F>
+PyObject* guard(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const Error& e) {
+    e.restore();
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception");
+  }
+  return nullptr;
+}
+
+namespace detail {
+
+inline std::string arg(const char* name) { return std::string("argument '") + (name ? name : "?") + "': "; }
+
+/*! \brief Takes the raised exception out of the error indicator: a new reference, or NULL if none. */
+inline PyObject* fetch_exception() {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyErr_GetRaisedException();
+#else
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (!type) return nullptr;
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb) PyException_SetTraceback(value, tb);
+  Py_XDECREF(tb);
+  Py_DECREF(type);
+  return value;
+#endif
+}
+
+/*! \brief Raises `exc` (steals the reference; NULL does nothing). */
+inline void restore_exception(PyObject* exc) {
+  if (!exc) return;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(exc);
+#else
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(exc));
+  Py_INCREF(type);
+  PyErr_Restore(type, exc, PyException_GetTraceback(exc));
+#endif
+}
+
+/*! \brief Holds the current Python exception aside for its lifetime (so cleanup may run Python code). */
+class ErrorStash {
+ public:
+  ErrorStash() : exc_(fetch_exception()) {}
+  ~ErrorStash() { restore_exception(exc_); }
+  ErrorStash(const ErrorStash&) = delete;
+  ErrorStash& operator=(const ErrorStash&) = delete;
+
+ private:
+  PyObject* exc_;
+};
+
+/*!
+ * \brief Throws the pending Python exception, re-raised as the same type with "argument 'name': "
+ * prepended to its message (the original becomes __cause__). Keeps the original if that fails.
+ */
+[[noreturn]] inline void throw_pending(const char* name) {
+  PyObject* exc = fetch_exception();
+  if (!exc) throw Error(PyExc_RuntimeError, arg(name) + "DLPack producer failed without an exception");
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(exc));
+  PyObject* text = PyObject_Str(exc);
+  const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
+  PyObject* renamed = utf8 ? PyObject_CallFunction(type, "s", (arg(name) + utf8).c_str()) : nullptr;
+  Py_XDECREF(text);
+  if (renamed && Py_TYPE(renamed) == Py_TYPE(exc)) {
+    PyException_SetCause(renamed, exc);  // steals exc
+    restore_exception(renamed);
+  } else {
+    Py_XDECREF(renamed);
+    PyErr_Clear();
+    restore_exception(exc);
+  }
+  throw Error::pending();
+}
+
+}  // namespace detail
+
+}  // namespace tdb
+
+#endif  // TORCH_DLPACK_BRIDGE_ERRORS_H_
