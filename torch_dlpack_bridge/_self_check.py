@@ -31,6 +31,12 @@ class NotApplicable(Exception):
     """torch itself cannot do, on this device, what the check compares with (the message says why)."""
 
 
+def first_line(error: BaseException) -> str:
+    """torch's messages run to pages (a dispatcher error lists every backend): its first sentence says which."""
+    line = (str(error).splitlines() or [""])[0]
+    return line if len(line) < 160 else line.split(". ")[0] + "."
+
+
 def run_checks(checks) -> List[Result]:
     """Runs each (name, body) in turn: the body returns its detail, fails with an exception, or raises
     NotApplicable. A failed check is reported, not raised."""
@@ -41,7 +47,8 @@ def run_checks(checks) -> List[Result]:
         except NotApplicable as e:
             results.append((name, NA, str(e)))
         except Exception as e:
-            results.append((name, FAIL, str(e) if isinstance(e, AssertionError) else f"{type(e).__name__}: {e}"))
+            said = str(e) if isinstance(e, AssertionError) else f"{type(e).__name__}: {first_line(e)}"
+            results.append((name, FAIL, said))
     return results
 
 
@@ -138,7 +145,7 @@ def torch_current_stream(device: torch.device) -> int:
         raise
     except Exception as e:
         raise NotApplicable(f"torch gives no current stream of {device} ({type(e).__name__}: "
-                            f"{str(e).splitlines()[0]})") from None
+                            f"{first_line(e)})") from None
 
 
 def new_stream_context(device: torch.device) -> Tuple[Any, ContextManager]:
@@ -178,24 +185,28 @@ def export_differences(ours, theirs) -> List[str]:
     return [f"{field}: ours {a}, torch's {b}" for field, a, b in zip(fields, ours, theirs) if a != b]
 
 
-def device_checks(api, device: torch.device, source: Optional[torch.Tensor] = None,
-                  pinned: bool = False) -> List[Result]:
-    """The table against torch on one device. `source` is a contiguous float32 tensor of 24 elements there
-    (by default torch.arange(24) copied there; tests pass stand-ins' tensors); `pinned` adds the check of
-    pinned host memory (once per CUDA or ROCm machine)."""
+def sample(device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Two views of torch.arange(24) copied to `device`: one with an offset, a step and a transposition (shape
+    (3, 3), strides (2, 6), storage offset 6), and the contiguous tail from element 6."""
+    source = torch.arange(24, dtype=torch.float32).to(device)
+    return source.as_strided((3, 3), (2, 6), 6), source[6:]
+
+
+def device_checks(api, device: torch.device, pinned: bool = False,
+                  tensors: Optional[Tuple[torch.Tensor, torch.Tensor]] = None) -> List[Result]:
+    """The table against torch on one device. `pinned` adds the check of pinned host memory (once per CUDA
+    or ROCm machine); `tensors` replaces sample(device) (tests pass stand-ins' tensors, which torch cannot
+    view)."""
     expected = torch.arange(24, dtype=torch.float32)
     with current_device(device):
         try:
-            if source is None:
-                source = expected.to(device)
-            # An offset, a step and a transposition: shape (3, 3), strides (2, 6), storage offset 6.
-            view = source.view(4, 6)[1:, ::2].t()
+            view, tail = tensors if tensors is not None else sample(device)
             try:  # the DLPack device (type, id) as torch names it, for the calls that take one
                 dl_device = torch_export(view)[1]
             except NotApplicable:
                 dl_device = _probe.dltensor(api, view)[1]
         except Exception as e:
-            return [("a tensor there", FAIL, f"torch could not make one: {type(e).__name__}: {e}")]
+            return [("a tensor there", FAIL, f"torch could not make one: {type(e).__name__}: {first_line(e)}")]
 
         def export() -> str:
             ours, theirs = _probe.dltensor(api, view), torch_export(view)
@@ -234,7 +245,7 @@ def device_checks(api, device: torch.device, source: Optional[torch.Tensor] = No
                 torch.empty(0, device=device)
             except Exception as e:
                 raise NotApplicable(f"torch cannot allocate on {device} either ({type(e).__name__}: "
-                                    f"{str(e).splitlines()[0]})") from None
+                                    f"{first_line(e)})") from None
             count = memory_counter(device)
             elements = 1 << 18
             before = count() if count else 0
@@ -243,11 +254,11 @@ def device_checks(api, device: torch.device, source: Optional[torch.Tensor] = No
             assert (got_device, shape, strides) == (dl_device, (elements,), (1,)), f"got {describe(managed.info())}"
             held = count() if count else 0
             tensor = managed.to_python(api)
-            assert tensor.device == source.device and tensor.data_ptr() == data, (
+            assert tensor.device == view.device and tensor.data_ptr() == data, (
                 f"imported as {tensor.device} at {tensor.data_ptr():#x}")
             del managed, tensor
             if count is None:
-                return f"1 MiB at {data:#x}, imported as {source.device} (torch counts no memory of {device.type})"
+                return f"1 MiB at {data:#x}, imported as {view.device} (torch counts no memory of {device.type})"
             after = count()
             assert held >= before + 4 * elements and after == before, (
                 f"memory_allocated {before} before, {held} while held, {after} after")
@@ -274,12 +285,13 @@ def device_checks(api, device: torch.device, source: Optional[torch.Tensor] = No
             seen = (back.device, back.data_ptr(), tuple(back.shape), back.stride())
             wanted = (view.device, view.data_ptr(), tuple(view.shape), view.stride())
             assert seen == wanted, f"imported as {seen}, exported {wanted}"
-            contiguous = _probe.export(api, source[6:]).to_python(api)
+            contiguous = _probe.export(api, tail).to_python(api)
             try:
                 values = contiguous.cpu()  # a plain copy: the tensor is contiguous
             except Exception as e:
-                return f"the view imports as itself (values not read: torch cannot copy {device} to the host, {e})"
-            assert torch.equal(values, source[6:].cpu()), "values changed on export -> import"
+                return (f"the view imports as itself (values not read: torch cannot copy {device} to the host, "
+                        f"{type(e).__name__}: {first_line(e)})")
+            assert torch.equal(values, tail.cpu()), "values changed on export -> import"
             return "the view imports as itself; values read back through a host copy"
 
         checks = [("export of a view", export), ("current_work_stream", stream), ("allocation", allocation)]
@@ -293,7 +305,7 @@ def ours_stream(api, dl_device) -> str:
     try:
         return f"{_probe.current_stream(api, *dl_device):#x}"
     except Exception as e:
-        return f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        return f"{type(e).__name__}: {first_line(e)}"
 
 
 def report(api) -> Tuple[List[str], bool]:
