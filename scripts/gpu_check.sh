@@ -62,7 +62,7 @@ if "$PY" -m torch_dlpack_bridge >"$LOGS/main.log" 2>&1; then
 else
   step main-job FAIL "see $LOGS/main.log"
 fi
-tail -20 "$LOGS/main.log"
+cat "$LOGS/main.log"  # the self-check of every device, and the timings
 
 # ---- 3. the GPU suite: must run, not skip ----------------------------------------------------------------
 "$PY" -m pytest tests/test_gpu.py -v -rs -p no:cacheprovider --junitxml="$LOGS/gpu.xml" 2>&1 | tee "$LOGS/gpu.log"
