@@ -7,6 +7,7 @@
 #include "bridge.h"
 #include "errors.h"
 #include "mapping.h"
+#include "torch_dlpack_bridge/names.h"
 
 namespace tdb {
 namespace {
@@ -38,12 +39,24 @@ DLManagedTensorVersioned* allocate_pinned(const DLTensor& prototype, c10::IntArr
   return m;
 }
 
+// The sizes, not the prototype: a consumer's message puts its argument's name before this ("output: ...").
+[[noreturn]] void refuse_byte_size(int64_t numel, DLDataType dtype, size_t element_size) {
+  unsigned __int128 bytes = static_cast<unsigned __int128>(numel) * element_size;  // numel < 2**63: no overflow
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(bytes % 10)));
+    bytes /= 10;
+  } while (bytes != 0);
+  fail(ErrorKind::Value, std::to_string(numel) + " elements of " + dtype_name(dtype) + " (" + digits +
+                             " bytes) is more than torch can address (2**63 - 1 bytes at most)");
+}
+
 DLManagedTensorVersioned* allocate_like(const DLTensor& prototype) {
   const int64_t numel = checked_numel(prototype.ndim, prototype.shape);
   const c10::ScalarType scalar_type = torch_dtype_of(prototype.dtype, ErrorKind::Value);
   int64_t bytes;
   if (__builtin_mul_overflow(numel, static_cast<int64_t>(c10::elementSize(scalar_type)), &bytes)) {
-    fail(ErrorKind::Value, "prototype byte size overflows");
+    refuse_byte_size(numel, prototype.dtype, c10::elementSize(scalar_type));
   }
   const c10::IntArrayRef shape(prototype.shape, static_cast<size_t>(prototype.ndim));
   const int32_t kind = prototype.device.device_type;

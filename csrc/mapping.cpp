@@ -72,7 +72,12 @@ void refuse_shape(int32_t ndim, const int64_t* shape) {
   int64_t numel = 1;
   for (int32_t i = 0; i < ndim; ++i) {  // the first problem, in order, as checked_numel meets them
     if (shape[i] < 0) fail(ErrorKind::Value, "DLPack shape has a negative size in dim " + std::to_string(i));
-    if (__builtin_mul_overflow(numel, shape[i], &numel)) fail(ErrorKind::Value, "DLPack tensor size overflows");
+    if (__builtin_mul_overflow(numel, shape[i], &numel)) {
+      std::string sizes;
+      for (int32_t j = 0; j < ndim; ++j) sizes += (j ? ", " : "") + std::to_string(shape[j]);
+      fail(ErrorKind::Value, "shape (" + sizes + ") overflows: more elements than torch can address (2**63 - 1 at "
+                                                "most)");
+    }
   }
   fail(ErrorKind::Value, "DLPack shape refused");  // not reached: called only for a shape with a problem
 }

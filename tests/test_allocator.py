@@ -128,8 +128,8 @@ BAD_PROTOTYPES = {
     "negative_size": ([-4], FLOAT32, CPU, ValueError, "negative"),
     "negative_size_after_zero": ([0, -1], FLOAT32, CPU, ValueError, "negative"),
     "overflowing_element_count": ([2 ** 62, 8], FLOAT32, CPU, ValueError, "overflows"),
-    "overflowing_byte_count": ([2 ** 62], FLOAT32, CPU, ValueError, "overflows"),
-    "overflowing_byte_count_of_complex128": ([2 ** 60], (5, 128, 1), CPU, ValueError, "overflows"),
+    "overflowing_byte_count": ([2 ** 62], FLOAT32, CPU, ValueError, "more than torch can address"),
+    "overflowing_byte_count_of_complex128": ([2 ** 60], (5, 128, 1), CPU, ValueError, "more than torch can address"),
     "ndim_65": ([1] * 65, FLOAT32, CPU, ValueError, "ndim 65"),
     "unknown_device_type_99": ([4], FLOAT32, (99, 0), BufferError, "device type 99"),
     "opencl_device": ([4], FLOAT32, (kDLOpenCL, 0), BufferError, "device type 4"),
@@ -142,6 +142,21 @@ def test_allocator_reports_bad_prototype_through_set_error_once(probe, api, case
     with pytest.raises(error, match=fragment) as raised:
         probe.allocate(api, shape, dtype, device)
     assert type(raised.value) is error
+
+
+@pytest.mark.parametrize("shape, dtype, message", [
+    ([2 ** 61], FLOAT32, "2305843009213693952 elements of float32 (9223372036854775808 bytes) is more than torch "
+                         "can address (2**63 - 1 bytes at most)"),
+    ([2 ** 60], (5, 128, 1), "1152921504606846976 elements of complex128 (18446744073709551616 bytes) is more than "
+                             "torch can address (2**63 - 1 bytes at most)"),
+    ([2 ** 62, 8], FLOAT32, "shape (4611686018427387904, 8) overflows: more elements than torch can address "
+                            "(2**63 - 1 at most)"),
+], ids=["float32_2**61", "complex128_2**60", "elements_2**65"])
+def test_a_size_past_what_torch_can_address_is_said_in_elements_and_bytes(probe, api, shape, dtype, message):
+    """The sizes, not the prototype: a consumer puts its argument's name before them ("output: ...")."""
+    with pytest.raises(ValueError) as raised:
+        probe.allocate(api, shape, dtype, CPU)
+    assert str(raised.value) == message
 
 
 def test_failed_allocation_leaves_null_in_out_whatever_was_there():
