@@ -1,4 +1,5 @@
-"""``python -m torch_dlpack_bridge``: status, a self-check of every table function, and a quick timing.
+"""``python -m torch_dlpack_bridge``: status, a self-check of every table function (on CPU, then on every device
+torch reports: _self_check), and a quick timing with the machine's load beside it.
 
 ``python -m torch_dlpack_bridge --includes`` prints the compiler flag for the consumer headers;
 ``python -m torch_dlpack_bridge bench`` runs a short version of the benchmark suite (benchmarks/);
