@@ -17,6 +17,7 @@ import torch
 import torch_dlpack_bridge  # noqa: F401  (publishes the table)
 import typed_tensor_build
 from example_packages import import_from
+from faulty_allocator import FAULTS, faulty_type
 from typed_tensor_build import FLAVOURS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -127,6 +128,38 @@ def test_declared_device_type_is_checked_before_allocation(m, tdbdev):
 def test_allocation_failure_is_a_memory_error(m):
     with pytest.raises(MemoryError):
         m.grid(torch.ones(1), 2 ** 44, 3)  # 2**44 * 3 int64: more than this machine can map
+
+
+@pytest.mark.parametrize("fault", FAULTS[:-1])
+def test_a_producer_allocator_that_returns_another_tensor_is_refused(scaled, fault):
+    """Issue 38.1: NULL strides or shape used to crash the kernel (SIGSEGV), one row for five came back as a (1,)
+    tensor; every difference from what was asked is a BufferError saying what the producer got wrong."""
+    x = torch.arange(5.0).as_subclass(faulty_type(fault))
+    with pytest.raises(BufferError, match=r"^producer allocator returned a tensor other than the one requested \(float32 "
+                                          r"\[5\] on cpu, row-major\): .+"):
+        scaled(2.0, x)
+
+
+@pytest.mark.parametrize("fault", ["one_row", "every_other", "other_dtype", "null_strides"])
+def test_an_output_of_a_given_shape_from_a_faulty_allocator_is_refused(m, fault):
+    like = torch.ones(1).as_subclass(faulty_type(fault))
+    with pytest.raises(BufferError, match=r"^producer allocator returned a tensor other than the one requested \(int64 "
+                                          r"\[4, 3\] on cpu, row-major\): "):
+        m.grid(like, 4, 3)
+    with pytest.raises(BufferError, match=r"other than the one requested \(float32 \[5\] on cpu, row-major\)"):
+        m.split(torch.arange(5.0).as_subclass(faulty_type(fault)))
+
+
+def test_an_output_on_another_device_of_the_producer_is_refused_and_freed(scaled, tdbdev):
+    """A producer of several devices (tdbdev) whose allocator puts the output on the device after the one asked."""
+    x = torch.arange(5.0).to("tdbdev:0").as_subclass(faulty_type("other_device_id"))
+    gc.collect()
+    live = tdbdev.live_allocations()
+    with pytest.raises(BufferError, match=r"\(float32 \[5\] on ext_dev:0, row-major\): allocated on ext_dev:1$"):
+        scaled(2.0, x)
+    gc.collect()
+    assert tdbdev.live_allocations() == live  # the refused tensor went back to its producer
+    assert scaled(2.0, torch.arange(5.0).to("tdbdev:1")).device == torch.device("tdbdev:1")
 
 
 def test_numpy_input_cannot_allocate(scaled):

@@ -13,10 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "torch_dlpack_bridge/checks.h"
+#include "torch_dlpack_bridge/config.h"
 #include "torch_dlpack_bridge/dlpack.h"
 #include "torch_dlpack_bridge/dltensor.h"
 #include "torch_dlpack_bridge/errors.h"
 #include "torch_dlpack_bridge/managed.h"
+#include "torch_dlpack_bridge/names.h"
 #include "torch_dlpack_bridge/view.h"
 
 namespace tdb {
@@ -55,12 +58,57 @@ inline PyObject* exception_class(const std::string& kind) {
   PyObject* cls = builtins ? PyDict_GetItemString(builtins, kind.c_str()) : nullptr;
   return (cls && PyExceptionClass_Check(cls)) ? cls : PyExc_RuntimeError;
 }
+
+/*! \brief How an allocator's tensor differs from the request (kAsAsked: it does not). */
+enum class AllocationFault { kAsAsked, kRank, kNoShape, kShape, kDtype, kDevice, kStrides, kNoData };
+
+/*!
+ * \brief Compares what a producer's allocator returned with what was asked: the rank, the shape and strides
+ * present, the sizes, the dtype, the device (its id too, except on the CPU, where torch answers cpu:0 whatever
+ * id is asked), row-major strides and data wherever there are elements. A kernel indexes the output with its
+ * own sizes, so any difference is an out-of-bounds write. Each field is read only once the ones it depends on
+ * are known to be right (the strides once the shape is known to be there).
+ */
+inline AllocationFault allocation_fault(const DLTensor& t, int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                        DLDevice device) noexcept {
+  if (t.ndim != ndim) return AllocationFault::kRank;
+  if (ndim > 0 && (!t.shape || !t.strides)) return AllocationFault::kNoShape;
+  for (int32_t i = 0; i < ndim; ++i)
+    if (t.shape[i] != shape[i]) return AllocationFault::kShape;
+  if (!same_dtype(t.dtype, dtype)) return AllocationFault::kDtype;
+  if (t.device.device_type != device.device_type ||
+      (device.device_type != kDLCPU && t.device.device_id != device.device_id))
+    return AllocationFault::kDevice;
+  if (!tdb::is_contiguous(t)) return AllocationFault::kStrides;
+  if (!t.data && numel(t) != 0) return AllocationFault::kNoData;
+  return AllocationFault::kAsAsked;
+}
+
+/*! \brief The BufferError for `fault`: what was asked, then what the producer got wrong. Out of line: the cold path. */
+[[noreturn]] TDB_NOINLINE inline void refuse_allocation(AllocationFault fault, const DLTensor& t, int32_t ndim,
+                                                        const int64_t* shape, DLDataType dtype, DLDevice device) {
+  std::string got;
+  switch (fault) {
+    case AllocationFault::kRank: got = std::to_string(t.ndim) + " dimension(s)"; break;
+    case AllocationFault::kNoShape: got = "a NULL shape or strides"; break;
+    case AllocationFault::kShape: got = "shape " + shape_str(t.ndim, t.shape); break;
+    case AllocationFault::kDtype: got = dtype_name(t.dtype); break;
+    case AllocationFault::kDevice: got = "allocated on " + device_name(t.device); break;
+    case AllocationFault::kStrides: got = "strides " + shape_str(t.ndim, t.strides); break;
+    default: got = "no data (NULL) for " + std::to_string(numel(t)) + " element(s)"; break;
+  }
+  throw Error(PyExc_BufferError, "producer allocator returned a tensor other than the one requested (" +
+                                     dtype_name(dtype) + " " + shape_str(ndim, shape) + " on " +
+                                     device_name(device) + ", row-major): " + got);
+}
 }  // namespace detail
 
 /*!
  * \brief Allocates a new C-contiguous tensor through the producer's managed_tensor_allocator and returns
  * the owning handle (use .to_python() to return it to Python). A failure reported through SetError
- * becomes a Python exception of that kind (MemoryError, ValueError, ...) thrown as tdb::Error.
+ * becomes a Python exception of that kind (MemoryError, ValueError, ...) thrown as tdb::Error. A tensor
+ * other than the one asked for (rank, sizes, dtype, device, row-major strides, data) is given back to its
+ * producer and refused with a BufferError saying what differs.
  */
 inline ManagedTensor allocate(const DLPackExchangeAPI* api, int32_t ndim, const int64_t* shape, DLDataType dtype,
                               DLDevice device) {
@@ -81,8 +129,8 @@ inline ManagedTensor allocate(const DLPackExchangeAPI* api, int32_t ndim, const 
   }
   ManagedTensor result(out, api);
   const DLTensor& t = result.dl();
-  if (t.ndim != ndim || !same_dtype(t.dtype, dtype) || !tdb::is_contiguous(t))
-    throw Error(PyExc_BufferError, "producer allocator returned a tensor other than the one requested");
+  const detail::AllocationFault fault = detail::allocation_fault(t, ndim, shape, dtype, device);
+  if (fault != detail::AllocationFault::kAsAsked) detail::refuse_allocation(fault, t, ndim, shape, dtype, device);
   return result;
 }
 /*! \brief allocate() with a shape list, e.g. allocate(api, {n, 3}, kFloat32, kCPU). */

@@ -37,7 +37,9 @@
  * Errors: every failure throws tdb::Error (inside `tdb::guard` or a binding function it becomes a Python
  * exception): the producer's allocation failure with the kind it reported (MemoryError when out of memory),
  * TypeError when the tensor it is allocated like has no producer table (a NumPy array taken through
- * `__dlpack__`), ValueError for a shape or device the annotations refuse.
+ * `__dlpack__`), ValueError for a shape or device the annotations refuse, BufferError when the producer's
+ * allocator returns another tensor than the one asked for (tdb::allocate checks rank, sizes, dtype, device and
+ * strides: a kernel indexes its output with the sizes it asked for).
  */
 #ifndef TORCH_DLPACK_BRIDGE_OUTPUT_H_
 #define TORCH_DLPACK_BRIDGE_OUTPUT_H_
@@ -106,12 +108,7 @@ class OwnedTensor {
   /*! \brief empty() through `api` with a runtime rank. */
   static OwnedTensor empty(const DLPackExchangeAPI* api, DLDevice device, int32_t ndim, const int64_t* shape) {
     check_request(device, ndim, shape);
-    ManagedTensor m = allocate(api, ndim, shape, dtype(), device);
-    const DLDevice got = m.dl().device;
-    if (got.device_type != device.device_type || (device.device_type != kDLCPU && got.device_id != device.device_id))
-      throw Error(PyExc_BufferError, prefix() + "the producer allocated on " + device_name(got) + ", not on " +
-                                         device_name(device));
-    return OwnedTensor(std::move(m));
+    return OwnedTensor(allocate(api, ndim, shape, dtype(), device));  // which checks what the producer made
   }
 
   OwnedTensor(OwnedTensor&&) noexcept = default;
