@@ -175,3 +175,24 @@ def test_on_an_mps_stand_in_the_export_keeps_the_handle_and_says_how_torch_diffe
     status, detail = checks_on_a_stand_in("mps:0", 1, handle)["export of a view"]
     assert status == OK, detail
     assert detail.startswith(f"(kDLMetal, 0), data {handle:#x}, shape (3, 3), strides (2, 6), byte_offset 24")
+
+
+# ---- the timings beside it -------------------------------------------------------------------------------
+
+def test_quick_timing_says_whose_machine_and_how_loaded(monkeypatch, capsys):
+    """The numbers are this machine's, now: its load average and CPU count are printed beside them, and the
+    ratio to torch's table (which load moves far less) with them."""
+    import torch_dlpack_bridge.__main__ as main
+
+    calls = []
+    monkeypatch.setattr(main._probe, "time", lambda api, which, obj, iters, repeats: calls.append(which) or 10.0)
+    monkeypatch.setattr(main.timeit, "repeat", lambda function, number, repeat: [number * 1e-6])
+    monkeypatch.setattr(main.os, "getloadavg", lambda: (3.25, 2.5, 1.0))
+    main.quick_timing()
+    out = capsys.readouterr().out
+    assert f"measured on this machine now: {os.cpu_count()} CPUs" in out
+    assert "load average 3.25 2.50 1.00 (1, 5, 15 min) at the start" in out
+    assert "load average at the end 3.25 2.50 1.00" in out
+    if main.bridge._native_capsule() is not None:
+        assert "ours / torch" in out and out.count("          1.00\n") == 5
+    assert len(calls) == 5 * 3 * (2 if main.bridge._native_capsule() is not None else 1)
