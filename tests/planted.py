@@ -20,9 +20,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "planted_producer.c")
 LIB_ENV = "TDB_PLANTED_LIB"
 
-# defect -> (its number in planted_producer.c, the case it must fail). The two publishing defects are made here.
+# defect -> (its number in planted_producer.c, the case it must fail). The two publishing defects and
+# dlpack_refuses_all's __dlpack__ are made here. The controls (no case) are conformant: they pass every case.
 DEFECTS = {
     "none": (0, None),
+    "null_shape_0d": (18, None),  # NULL shape and strides for 0-d exports and allocations, as DLPack allows
     "capsule_wrong_name": (0, "publish.capsule"),
     "legacy_int_disagrees": (0, "publish.legacy-int"),
     "old_version": (1, "header.version"),
@@ -42,9 +44,22 @@ DEFECTS = {
     "wrong_type_no_exception": (15, "errors.wrong-type"),
     "stream_fails": (16, "stream.current-work-stream"),
     "shared_shape": (17, "threads.concurrent-exports"),
+    "dlpack_refuses_all": (4, "export.dltensor"),  # off by one, where __dlpack__ refuses every tensor
+    "deleter_hangs_at_exit": (19, "ownership.interpreter-exit"),
+    "to_python_aborts_on_negative_strides": (20, "import.negative-strides"),
+    "to_python_drops_zero_strides": (21, "import.zero-strides"),
+    "to_python_unused_stride_no_exception": (22, "import.unused-strides"),
+    "to_python_null_data_leaks": (23, "import.null-data-empty"),
+    "to_python_null_data_imported": (24, "import.null-data-with-elements"),
+    "to_python_null_shape_deletes_twice": (25, "import.null-shape-0d"),
+    "to_python_ignores_byte_offset": (26, "import.odd-byte-offset"),
+    "to_python_reads_null_strides": (27, "import.null-strides"),
+    "to_python_negative_shape_empty": (28, "import.negative-shape"),
 }
-# Defects that take the interpreter down: the checker must report them from a separate interpreter.
-CRASHING = {"deleter_needs_gil"}
+# Defects that take the interpreter down (or hang it): the checker must report them from a separate interpreter.
+CRASHING = {"deleter_needs_gil", "deleter_hangs_at_exit", "to_python_aborts_on_negative_strides",
+            "to_python_reads_null_strides"}
+PIDS_ENV = "TDB_PLANTED_PIDS"  # a file each interpreter that sets a planted target up appends its pid to
 
 
 def build(out_dir: str) -> str:
@@ -81,6 +96,11 @@ class Planted(Torch):
         name = _NAMES[self.defect != "capsule_wrong_name"]
         setattr(self.type, "__dlpack_c_exchange_api__", _new_capsule(address, name, None))
         setattr(self.type, "__c_dlpack_exchange_api__", address + (8 if self.defect == "legacy_int_disagrees" else 0))
+        if self.defect == "dlpack_refuses_all":
+            setattr(self.type, "__dlpack__", _refuse)
+        if os.environ.get(PIDS_ENV):
+            with open(os.environ[PIDS_ENV], "a") as f:
+                f.write(f"{os.getpid()}\n")
         return versions
 
     def corpus(self):
@@ -95,6 +115,10 @@ class Planted(Torch):
 
     def table_type(self):
         return self.type
+
+
+def _refuse(self, **_):
+    raise BufferError("planted: __dlpack__ refuses every tensor")
 
 
 def make_tensor(dtype, shape):

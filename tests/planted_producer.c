@@ -5,6 +5,7 @@
 #include <Python.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "torch_dlpack_bridge/dlpack.h"
 
@@ -13,7 +14,10 @@ enum {
   NONE = 0, OLD_VERSION, PREV_API_CYCLE, NULL_ALLOCATOR, DLTENSOR_OFF_BY_ONE, MANAGED_READ_ONLY, RUNTIME_ERROR,
   DELETER_LEAKS, DELETER_NEEDS_GIL, EXPORT_DROPS_MEMORY, DELETER_ABORTS_AT_EXIT, TO_PYTHON_COPIES,
   TO_PYTHON_LEAKS_ON_FAILURE, ALLOCATOR_WRONG_DTYPE, ALLOCATOR_LEAVES_EXCEPTION, WRONG_TYPE_NO_EXCEPTION,
-  STREAM_FAILS, SHARED_SHAPE
+  STREAM_FAILS, SHARED_SHAPE, NULL_SHAPE_0D, DELETER_HANGS_AT_EXIT, TO_PYTHON_ABORTS_ON_NEGATIVE_STRIDES,
+  TO_PYTHON_DROPS_ZERO_STRIDES, TO_PYTHON_UNUSED_STRIDE_NO_EXCEPTION, TO_PYTHON_NULL_DATA_LEAKS,
+  TO_PYTHON_NULL_DATA_IMPORTED, TO_PYTHON_NULL_SHAPE_DELETES_TWICE, TO_PYTHON_IGNORES_BYTE_OFFSET,
+  TO_PYTHON_READS_NULL_STRIDES, TO_PYTHON_NEGATIVE_SHAPE_EMPTY
 };
 
 static const DLPackExchangeAPI* inner;
@@ -51,6 +55,9 @@ static void wrapped_deleter(DLManagedTensorVersioned* self) {
   Wrapped* w = (Wrapped*)self->manager_ctx;
   if (defect == DELETER_NEEDS_GIL && !PyGILState_Check()) abort();
   if (defect == DELETER_ABORTS_AT_EXIT && interpreter_finalizing()) abort();
+  if (defect == DELETER_HANGS_AT_EXIT && interpreter_finalizing()) {
+    for (;;) pause();
+  }
   if (w->inner != NULL) w->inner->deleter(w->inner);
   if (w->source != NULL && defect != DELETER_LEAKS) {
     PyGILState_STATE state = PyGILState_Ensure();
@@ -85,6 +92,7 @@ static int managed_from(void* obj, DLManagedTensorVersioned** out) {
     memcpy(shared_shape, w->shape, sizeof(int64_t) * (size_t)ndim);
     w->outer.dl_tensor.shape = shared_shape;
   }
+  if (defect == NULL_SHAPE_0D && ndim == 0) w->outer.dl_tensor.shape = w->outer.dl_tensor.strides = NULL;
   if (defect == EXPORT_DROPS_MEMORY) { /* keeps neither the tensor nor the object: only the source does */
     m->deleter(m);
     w->inner = NULL;
@@ -98,10 +106,47 @@ static int managed_from(void* obj, DLManagedTensorVersioned** out) {
 static int dltensor_from(void* obj, DLTensor* out) {
   if (inner->dltensor_from_py_object_no_sync(obj, out) != 0) return failed();
   if (defect == DLTENSOR_OFF_BY_ONE) out->byte_offset += (out->dtype.bits * out->dtype.lanes + 7) / 8;
+  if (defect == NULL_SHAPE_0D && out->ndim == 0) out->shape = out->strides = NULL;
+  return 0;
+}
+
+static float zeros[64];
+
+/* The import defects: each mishandles one corner of the checker's import cases (rewriting `m` in place before
+ * the inner table sees it, where the defect is a misreading). Returns 1 when it has answered the call itself. */
+static int import_defect(DLManagedTensorVersioned* m, int* rc) {
+  DLTensor* t = &m->dl_tensor;
+  int64_t numel = 1;
+  for (int32_t i = 0; t->shape != NULL && i < t->ndim; ++i) numel *= t->shape[i];
+  for (int32_t i = 0; t->strides != NULL && i < t->ndim; ++i) {
+    if (t->strides[i] < 0 && defect == TO_PYTHON_ABORTS_ON_NEGATIVE_STRIDES && t->shape[i] > 1) abort();
+    if (t->strides[i] < 0 && defect == TO_PYTHON_UNUSED_STRIDE_NO_EXCEPTION) {
+      m->deleter(m);
+      *rc = -1; /* and no Python exception */
+      return 1;
+    }
+    if (t->strides[i] == 0 && defect == TO_PYTHON_DROPS_ZERO_STRIDES) t->strides[i] = t->shape[t->ndim - 1];
+  }
+  if (t->data == NULL && defect == TO_PYTHON_NULL_DATA_LEAKS) {
+    PyErr_SetString(PyExc_BufferError, "planted: NULL data refused without calling the deleter");
+    *rc = -1;
+    return 1;
+  }
+  if (t->data == NULL && numel > 0 && defect == TO_PYTHON_NULL_DATA_IMPORTED) t->data = zeros;
+  if (t->shape == NULL && defect == TO_PYTHON_NULL_SHAPE_DELETES_TWICE) m->deleter(m);
+  if (defect == TO_PYTHON_IGNORES_BYTE_OFFSET) t->byte_offset = 0;
+  if (t->ndim > 0 && t->strides == NULL && defect == TO_PYTHON_READS_NULL_STRIDES) {
+    (void)*(volatile int64_t*)t->strides; /* a naive consumer: strides are never NULL */
+  }
+  for (int32_t i = 0; defect == TO_PYTHON_NEGATIVE_SHAPE_EMPTY && t->shape != NULL && i < t->ndim; ++i) {
+    if (t->shape[i] < 0) t->shape[i] = 0;
+  }
   return 0;
 }
 
 static int to_python(DLManagedTensorVersioned* m, void** out) {
+  int rc = 0;
+  if (m->version.major == DLPACK_MAJOR_VERSION && import_defect(m, &rc)) return rc;
   if (defect == TO_PYTHON_LEAKS_ON_FAILURE && m->version.major != DLPACK_MAJOR_VERSION) {
     PyErr_SetString(PyExc_BufferError, "planted: refused without calling the deleter");
     return -1;
@@ -121,6 +166,9 @@ static int allocate(DLTensor* prototype, DLManagedTensorVersioned** out, void* e
   const int rc = inner->managed_tensor_allocator(prototype, out, error_ctx, SetError);
   if (rc != 0 && defect == ALLOCATOR_LEAVES_EXCEPTION) PyErr_SetString(PyExc_RuntimeError, "planted: left set");
   if (rc == 0 && defect == ALLOCATOR_WRONG_DTYPE) (*out)->dl_tensor.dtype = (DLDataType){kDLFloat, 32, 1};
+  if (rc == 0 && defect == NULL_SHAPE_0D && (*out)->dl_tensor.ndim == 0) {
+    (*out)->dl_tensor.shape = (*out)->dl_tensor.strides = NULL;
+  }
   return rc;
 }
 

@@ -1,11 +1,16 @@
 """The conformance checker (torch_dlpack_bridge.check): this project's table passes every case; fake producers
-with one planted defect each (tests/planted.py) fail the case that pins it; torch's own table shows its known
-defects; a producer that crashes fails its case without ending the check."""
+with one planted defect each (tests/planted.py) fail the case that pins it, conformant variants pass every
+case; torch's own table shows its known defects; a producer that crashes fails its case without ending the
+check; a target that prints, crashes or hangs at import, or leaves helper processes, neither takes the checker
+down nor makes it wait past its --timeout."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import textwrap
+import time
 
 import pytest
 import torch
@@ -37,29 +42,37 @@ def planted_library(tmp_path_factory):
 test_this_projects_table = conformance_tests("torch")
 
 
+CONTROLS = sorted(defect for defect, (_, case) in planted.DEFECTS.items() if case is None)
+
+
 def test_every_case_has_a_planted_defect():
-    assert sorted(case for _, case in planted.DEFECTS.values() if case) == sorted(NAMES)
+    assert {case for _, case in planted.DEFECTS.values() if case} == set(NAMES)
 
 
-def test_planted_table_without_defect_passes():
-    """The wrapper that carries the defects is itself conformant: each FAIL below is its defect's doing."""
-    report = runner.run(f"{PLANTED}:none")
+@pytest.mark.parametrize("control", CONTROLS)
+def test_planted_table_without_defect_passes(control):
+    """The wrapper that carries the defects is itself conformant, also where it gives 0-d tensors NULL shape and
+    strides (DLPack allows it): each FAIL below is its defect's doing. Every PASS counts what it compared."""
+    report = runner.run(f"{PLANTED}:{control}")
     assert report["error"] is None, report["error"]
     assert {r["status"] for r in report["results"]} == {"PASS"}, [r for r in report["results"] if r["status"] != "PASS"]
+    assert [r["case"] for r in report["results"]] == NAMES
+    assert all(r["compared"] >= 1 for r in report["results"]), report["results"]
 
 
 def run_in_process(defect, case):
     target = planted.Planted(defect)
     target.setup()
-    ctx = cases.Context(target, exit_probe_command=runner.command("exit-probe", f"{PLANTED}:{defect}"))
+    ctx = cases.Context(target, exit_probe_command=lambda: runner.command("exit-probe", f"{PLANTED}:{defect}", "60"))
     return cases.run_case(ctx, case)
 
 
-# In a separate interpreter: crashes, and a use-after-free that only a fresh heap shows reliably.
+# In a separate interpreter: crashes, and a use-after-free that only a fresh heap shows reliably. A hang at
+# exit has a test of its own (it takes the case's whole time).
 SEPARATE = planted.CRASHING | {"export_drops_memory"}
 
 
-@pytest.mark.parametrize("defect", sorted(set(planted.DEFECTS) - {"none"}))
+@pytest.mark.parametrize("defect", sorted(set(planted.DEFECTS) - set(CONTROLS) - {"deleter_hangs_at_exit"}))
 def test_planted_defect_fails_its_case(defect):
     case = planted.DEFECTS[defect][1]
     if defect in SEPARATE:
@@ -87,7 +100,7 @@ def test_command_line_exit_status_and_json():
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     report = json.loads(ok.stdout)
-    assert report["results"] == [{"case": "header.version", "status": "PASS", "detail": "1.3"}]
+    assert report["results"] == [{"case": "header.version", "status": "PASS", "detail": "1.3", "compared": 1}]
     bad = subprocess.run([sys.executable, "-m", "torch_dlpack_bridge", "check", f"{PLANTED}:old_version",
                           "--case", "header.version"], capture_output=True, text=True)
     assert bad.returncode == 1, bad.stdout + bad.stderr
@@ -110,6 +123,11 @@ def test_torch_native_table_shows_its_known_defects():
     for case in ("publish.capsule", "header.version", "header.prev-api", "header.functions", "import.shares-memory",
                  "allocator.prototype", "threads.concurrent-exports"):
         assert results[case]["status"] == "PASS", results[case]
+    # It aborts the process on a reversed view's struct (an uncaught C++ exception), and takes NULL data with
+    # elements: the checker survives the one and reports the other.
+    negative = results["import.negative-strides"]
+    assert negative["status"] == "FAIL" and "took the interpreter down (signal SIGABRT)" in negative["detail"]
+    assert results["import.null-data-with-elements"]["status"] == "FAIL"
 
 
 def test_checker_runs_without_torch():
@@ -129,3 +147,119 @@ def test_a_tensor_factory_is_a_target():
     assert [r["status"] for r in report["results"]] == ["PASS", "PASS"], report["results"]
     assert report["versions"] == {"torch": torch.__version__}
     assert int(report["results"][0]["detail"].split()[0]) >= 4 * 12  # dtypes x the four shapes
+
+
+def test_nothing_compared_is_never_a_pass(monkeypatch):
+    """A table one element off, on a type whose __dlpack__ refuses every tensor: the exports compare nothing,
+    so they FAIL (not "43 tensors agree"); the allocator is checked on float32 at least; a case that made no
+    comparison is a SKIP."""
+    for case in ("export.dltensor", "export.managed"):
+        result = run_in_process("dlpack_refuses_all", case)
+        assert result["status"] == "FAIL" and "nothing compared" in result["detail"], result
+    allocations = run_in_process("dlpack_refuses_all", "allocator.prototype")
+    assert allocations["status"] == "PASS" and allocations["compared"] == 4, allocations
+    monkeypatch.setattr(cases, "CASES", [("looks-at-nothing", lambda ctx: (0, "no tensor"), "")])
+    assert cases.run_case(None, "looks-at-nothing") == {"case": "looks-at-nothing", "status": "SKIP",
+                                                        "detail": "nothing compared (no tensor)"}
+
+
+def check_command(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "torch_dlpack_bridge", "check", *args, "--json"],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def gone(pid):
+    """Whether process `pid` has ended (a zombie nobody reaps counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def wait_gone(pids, seconds=30.0):
+    """The pids still running after `seconds` (SIGKILL takes effect asynchronously)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not all(gone(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if not gone(p)]
+
+
+TESTS_PATH = f"import sys; sys.path.insert(0, {os.path.dirname(PLANTED)!r})\n"
+
+
+@pytest.mark.parametrize("behaviour, code, expected", [
+    ("prints", "print('a banner without a newline', end='')\nfrom planted import none\n", None),
+    ("segfaults", "import ctypes\nctypes.string_at(0)\n", "could not be set up (signal SIGSEGV)"),
+    ("hangs", "import time\ntime.sleep(600)\n", "could not be set up (timed out after 10 s)"),
+])
+def test_a_target_misbehaving_at_import(tmp_path, behaviour, code, expected):
+    """The target is imported only in the checker's children: the checker's stdout is the report alone, a
+    crash or a hang at import is the report's error (exit status 2), at the --timeout."""
+    path = tmp_path / "target.py"
+    path.write_text(TESTS_PATH + code)
+    start = time.monotonic()
+    result = check_command(f"{path}:none", "--case", "header.version", "--timeout", "10")
+    report = json.loads(result.stdout)  # nothing else on stdout
+    if expected is None:
+        assert result.returncode == 0, result.stderr
+        assert [r["status"] for r in report["results"]] == ["PASS"], report
+    else:
+        assert result.returncode == 2, result.stderr
+        assert expected in report["error"], report
+    assert time.monotonic() - start < 60
+
+
+HELPERS = TESTS_PATH + """
+import os, subprocess, time
+import planted
+
+class Hanging(planted.Planted):
+    def corpus(self):  # starts helpers holding the output pipes (one in a session of its own), then hangs
+        pids = [subprocess.Popen(["sleep", "300"]).pid, subprocess.Popen(["sleep", "300"], start_new_session=True).pid]
+        with open(os.environ["HELPER_PIDS"], "w") as f:
+            f.write(" ".join(map(str, pids)))
+        time.sleep(600)
+
+def target():
+    return Hanging("none")
+"""
+
+
+def test_a_hang_is_killed_with_its_helpers_at_the_deadline(tmp_path):
+    """At --timeout the case's whole process group is killed (its helper too), a helper that left the group
+    and holds the pipe is not waited for, and the case says it timed out (not that the producer was killed)."""
+    (tmp_path / "hangs.py").write_text(HELPERS)
+    pids = tmp_path / "pids"
+    start = time.monotonic()
+    result = check_command(f"{tmp_path / 'hangs.py'}:target", "--case", "header.version", "--case", "export.managed",
+                           "--timeout", "15", env=dict(os.environ, HELPER_PIDS=str(pids)))
+    elapsed = time.monotonic() - start
+    in_group, escaped = map(int, pids.read_text().split())
+    try:
+        report = json.loads(result.stdout)
+        assert result.returncode == 1, result.stderr
+        statuses = {r["case"]: (r["status"], r["detail"]) for r in report["results"]}
+        assert statuses["header.version"][0] == "PASS", statuses
+        assert statuses["export.managed"][0] == "FAIL", statuses
+        assert statuses["export.managed"][1].startswith("timed out after 15 s"), statuses
+        assert "SIGKILL" not in statuses["export.managed"][1]
+        assert elapsed < 45, elapsed  # not the helper's 300 s
+        assert wait_gone([in_group]) == []
+    finally:
+        if not gone(escaped):
+            os.kill(escaped, signal.SIGKILL)  # the helper that left the group is this test's to end
+
+
+def test_a_hanging_second_interpreter_is_killed(tmp_path, monkeypatch):
+    """ownership.interpreter-exit's second interpreter, hanging in a deleter at exit, is killed before the check
+    returns; the case says it timed out."""
+    pids = tmp_path / "pids"
+    monkeypatch.setenv(planted.PIDS_ENV, str(pids))
+    report = runner.run(f"{PLANTED}:deleter_hangs_at_exit", ["ownership.interpreter-exit"], timeout=30)
+    result = report["results"][0]
+    assert result["status"] == "FAIL" and "timed out after" in result["detail"], result
+    assert "SIGKILL" not in result["detail"]
+    recorded = [int(p) for p in pids.read_text().split()]
+    assert len(recorded) == 2  # the case's interpreter and the second one
+    assert wait_gone(recorded, 10) == []

@@ -185,6 +185,9 @@ class Managed:
 
 
 def ndim_tuple(pointer, ndim: int) -> Optional[Tuple[int, ...]]:
+    """shape or strides as a tuple: () when ndim is 0 (DLPack lets both be NULL then), None for NULL otherwise."""
+    if ndim == 0:
+        return ()
     return None if not pointer else tuple(pointer[i] for i in range(ndim))
 
 
@@ -236,26 +239,42 @@ def reference(obj: Any) -> Tuple[Optional[Dict[str, Any]], Optional[BaseExceptio
     return describe(m.dl_tensor), None, capsule
 
 
-def own_tensor(data_address: int, dtype: Tuple[int, int, int], shape, strides, version=(1, 3), flags: int = 0,
-               keep: Any = None):
-    """A DLManagedTensorVersioned made by the checker (a producer of its own), for the import cases: returns
-    (address, a function giving the number of deleter calls so far).
+def _counting_deleter() -> int:
+    """The address of libc's `sem_post`, used as the deleter of the checker's own tensors (0 where it cannot count).
 
-    The deleter is C code that counts: CPython's Py_IncRef, which adds one to the first 32 bits of what it is
-    given, here `version.major`. A deleter written in Python (a ctypes callback) would misbehave when a
-    producer calls it with a Python exception set (a legal thing for C code to do): ctypes reports the
-    exception as unraisable and drops it. Both GIL builds keep the reference count first, so this holds on
-    CPython 3.9-3.15 (not on free-threaded builds, where the deleter cases would count wrong).
-    """
-    ndim = len(shape)
-    shape_arr, strides_arr = (c_int64 * max(ndim, 1))(*shape), (c_int64 * max(ndim, 1))(*strides)
+    `sem_post` atomically adds one to the 32-bit value at the start of what it is given: here
+    `version.major`, so the struct counts its own deleter calls, from any thread, with or without the GIL, on
+    GIL and free-threaded builds alike (glibc and musl keep the value first). `manager_ctx` must be NULL (it is
+    read as the semaphore's private flag). A deleter written in Python (a ctypes callback) would misbehave when
+    a producer calls it with a Python exception set (a legal thing for C code to do): ctypes reports the
+    exception as unraisable and drops it."""
+    try:
+        address = ctypes.cast(ctypes.CDLL(None).sem_post, c_void_p).value or 0
+    except (AttributeError, OSError):
+        return 0
+    probe = DLManagedTensorVersioned(version=DLPackVersion(1, 3))
+    CFUNCTYPE(c_int, c_void_p)(address)(ctypes.addressof(probe))
+    return address if (probe.version.major, probe.version.minor) == (2, 3) else 0
+
+
+COUNTING_DELETER = _counting_deleter()
+
+
+def own_tensor(data_address: int, dtype: Tuple[int, int, int], shape, strides, version=(1, 3), flags: int = 0,
+               keep: Any = None, byte_offset: int = 0):
+    """A DLManagedTensorVersioned made by the checker (a producer of its own), for the import cases: returns
+    (address, a function giving the number of deleter calls so far). `shape` or `strides` None: NULL.
+    The deleter is COUNTING_DELETER (the caller checks that it is not 0)."""
+    ndim = len(shape) if shape is not None else len(strides or ())
+    arrays = [None if values is None else (c_int64 * max(ndim, 1))(*values) for values in (shape, strides)]
+    pointers = [ctypes.cast(a, POINTER(c_int64)) if a is not None else None for a in arrays]
     m = DLManagedTensorVersioned()
     m.version = DLPackVersion(*version)
     m.flags = flags
-    m.dl_tensor = DLTensor(data_address, DLDevice(kDLCPU, 0), ndim, DLDataType(*dtype),
-                           ctypes.cast(shape_arr, POINTER(c_int64)), ctypes.cast(strides_arr, POINTER(c_int64)), 0)
-    m.deleter = ctypes.cast(ctypes.pythonapi.Py_IncRef, c_void_p).value
-    _kept.append((m, shape_arr, strides_arr, keep))  # alive for the process: a late call stays safe
+    m.dl_tensor = DLTensor(data_address, DLDevice(kDLCPU, 0), ndim, DLDataType(*dtype), pointers[0], pointers[1],
+                           byte_offset)
+    m.deleter = COUNTING_DELETER
+    _kept.append((m, arrays, keep))  # alive for the process: a late call stays safe
     return ctypes.addressof(m), lambda: (m.version.major - version[0]) & 0xFFFFFFFF
 
 

@@ -1,19 +1,23 @@
-"""The conformance cases. Each is a function of a Context that returns a detail string (PASS), or raises
-Fail (expected vs seen) or Skip (why). CASES lists them in report order, with one line each on what they pin.
+"""The conformance cases. Each is a function of a Context that returns (comparisons made, detail) for a PASS,
+or raises Fail (expected vs seen) or Skip (why). A case that compared nothing is a SKIP, never a PASS. CASES
+lists them in report order, with one line each on what they pin.
 """
 
 from __future__ import annotations
 
 import ctypes
 import gc
-import subprocess
+import struct
 import sys
+import time
 import threading
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _abi
 from ._abi import describe, numel
+
+Passed = Tuple[int, str]  # (how many comparisons the case made, what it saw)
 
 
 class Fail(Exception):
@@ -27,7 +31,8 @@ class Skip(Exception):
 class Context:
     """What every case sees: the target, and the table its tensor type publishes (None if there is none)."""
 
-    def __init__(self, target, exit_probe_command: Optional[List[str]] = None):
+    def __init__(self, target, exit_probe_command: Optional[Callable[[], List[str]]] = None,
+                 deadline: Optional[float] = None):
         self.target = target
         self.type = target.table_type()
         self.capsule = getattr(self.type, _abi.CAPSULE_ATTR, None)
@@ -36,7 +41,8 @@ class Context:
         if self.capsule is not None and _abi.is_capsule(self.capsule):
             address = _abi.capsule_pointer(self.capsule, _abi.capsule_name(self.capsule))
         self.table = _abi.Table(address) if address else None
-        self.exit_probe_command = exit_probe_command
+        self.exit_probe_command = exit_probe_command  # made when the case runs (it carries the time left)
+        self.deadline = deadline if deadline is not None else time.monotonic() + 600  # of the whole check
         self._corpus: Optional[List[Tuple[str, Any, Any, Any, Any]]] = None
 
     def need_table(self) -> _abi.Table:
@@ -84,15 +90,15 @@ def differences(ref: Dict[str, Any], got: Dict[str, Any], with_flags: bool) -> L
     return out
 
 
-def _grouped(failures: Dict[str, List[str]], checked: int, what: str) -> str:
-    """PASS detail, or Fail with the failures grouped: "what went wrong for labels" (six groups at most)."""
+def _grouped(failures: Dict[str, List[str]], checked: int, what: str) -> Passed:
+    """PASS, or Fail with the failures grouped: "what went wrong for labels" (six groups at most)."""
     if failures:
         count = len({label for labels in failures.values() for label in labels})
         shown = [f"{problem} for {', '.join(labels[:4])}{f' and {len(labels) - 4} more' if len(labels) > 4 else ''}"
                  for problem, labels in failures.items()]
         raise Fail(f"{count} of {checked} {what}: " + "; ".join(shown[:6]) +
                    (f"; and {len(shown) - 6} more" if len(shown) > 6 else ""))
-    return f"{checked} {what} agree"
+    return checked, f"{checked} {what} agree"
 
 
 def _is_buffer_error(error: Optional[BaseException]) -> bool:
@@ -102,7 +108,7 @@ def _is_buffer_error(error: Optional[BaseException]) -> bool:
 # --------------------------------------------------------------------------------------------- publishing
 
 
-def publish_capsule(ctx: Context) -> str:
+def publish_capsule(ctx: Context) -> Passed:
     capsule = ctx.capsule
     if capsule is None:
         raise Fail(f"{ctx.type.__name__}.{_abi.CAPSULE_ATTR} expected, none seen")
@@ -113,10 +119,10 @@ def publish_capsule(ctx: Context) -> str:
         raise Fail(f"capsule name {_abi.CAPSULE_NAME.decode()!r} expected, {name!r} seen")
     if ctx.table is None:
         raise Fail("a non-NULL table pointer expected, NULL seen")
-    return f"capsule {name.decode()!r} on {ctx.type.__module__}.{ctx.type.__qualname__} -> {ctx.table.address:#x}"
+    return 1, f"capsule {name.decode()!r} on {ctx.type.__module__}.{ctx.type.__qualname__} -> {ctx.table.address:#x}"
 
 
-def publish_legacy_int(ctx: Context) -> str:
+def publish_legacy_int(ctx: Context) -> Passed:
     legacy = ctx.legacy
     if legacy is None:
         raise Skip(f"no legacy {_abi.INT_ATTR} (only DLPack 1.2 consumers read it)")
@@ -129,17 +135,17 @@ def publish_legacy_int(ctx: Context) -> str:
         raise Fail(f"an int expected, {type(legacy).__name__} seen")
     if legacy != table.address:
         raise Fail(f"{table.address:#x} (the capsule's table) expected, {legacy:#x} seen")
-    return f"int {legacy:#x} is the capsule's table"
+    return 1, f"int {legacy:#x} is the capsule's table"
 
 
-def header_version(ctx: Context) -> str:
+def header_version(ctx: Context) -> Passed:
     version = ctx.need_table().api.header.version
     if version.major != 1 or version.minor < 2:
         raise Fail(f"major 1, minor >= 2 expected, {version.major}.{version.minor} seen")
-    return f"{version.major}.{version.minor}"
+    return 1, f"{version.major}.{version.minor}"
 
 
-def header_prev_api(ctx: Context) -> str:
+def header_prev_api(ctx: Context) -> Passed:
     header = ctx.need_table().api.header
     seen = {ctypes.addressof(header)}
     chain = [f"{header.version.major}.{header.version.minor}"]
@@ -155,25 +161,27 @@ def header_prev_api(ctx: Context) -> str:
         if version >= newer:
             raise Fail(f"older versions down the chain expected, {' -> '.join(chain)} seen")
         newer = version
-    return " -> ".join(chain + ["NULL"])
+    return len(chain), " -> ".join(chain + ["NULL"])
 
 
-def header_functions(ctx: Context) -> str:
+def header_functions(ctx: Context) -> Passed:
     table = ctx.need_table()
     missing = [name for name in _abi.FUNCTIONS if name not in _abi.OPTIONAL and not table.pointer(name)]
     if missing:
         raise Fail(f"every required function expected, NULL seen for {', '.join(missing)}")
     optional = [name for name in _abi.OPTIONAL if not table.pointer(name)]
-    return "all five set" if not optional else f"required four set ({', '.join(optional)} NULL, allowed)"
+    return len(_abi.FUNCTIONS), ("all five set" if not optional else
+                                 f"required four set ({', '.join(optional)} NULL, allowed)")
 
 
 # --------------------------------------------------------------------------------------------- exports
 
 
 def _corpus_case(ctx: Context, export: Callable[[Any], Tuple[_abi.Outcome, Optional[Dict[str, Any]]]],
-                 with_flags: bool) -> str:
+                 with_flags: bool) -> Passed:
     failures: Dict[str, List[str]] = {}  # what went wrong -> the tensors it went wrong for
     unchecked: List[str] = []  # exported by the table, refused by __dlpack__: nothing to compare with
+    compared = refused = 0
     corpus = ctx.corpus()
     for label, obj, ref, refusal, _capsule in corpus:
         outcome, got = export(obj)
@@ -185,17 +193,27 @@ def _corpus_case(ctx: Context, export: Callable[[Any], Tuple[_abi.Outcome, Optio
                 unchecked.append(label)
             elif isinstance(refusal, BufferError) and not _is_buffer_error(outcome.error):
                 failures.setdefault(f"BufferError expected (as __dlpack__), {seen} seen", []).append(label)
+            else:
+                refused += 1
         elif not outcome.ok:
             failures.setdefault(f"an export expected (as __dlpack__), {outcome} seen", []).append(label)
         else:
+            compared += 1
             for d in differences(ref, got, with_flags):
                 failures.setdefault(d, []).append(label)
-    agreed = _grouped(failures, len(corpus), "tensors")
-    return agreed + (f" ({', '.join(unchecked)}: exported, though __dlpack__ refuses them: not compared)"
-                     if unchecked else "")
+    if not compared and not failures:
+        if unchecked:
+            raise Fail(f"tensors that __dlpack__ describes expected (the exports are compared with it), none seen: "
+                       f"__dlpack__ refuses all {len(unchecked)} that the table exports ({', '.join(unchecked[:3])}"
+                       f"{', ...' if len(unchecked) > 3 else ''}): nothing compared")
+        raise Skip(f"no tensor of the corpus ({len(corpus)}) exported by both __dlpack__ and the table")
+    _grouped(failures, len(corpus), "tensors")
+    return compared, (f"{compared} tensors agree" + (f", {refused} refused by both" if refused else "") +
+                      (f" ({', '.join(unchecked)}: exported, though __dlpack__ refuses them: not compared)"
+                       if unchecked else ""))
 
 
-def export_dltensor(ctx: Context) -> str:
+def export_dltensor(ctx: Context) -> Passed:
     table = ctx.need("dltensor_from_py_object_no_sync")
 
     def export(obj):
@@ -218,17 +236,18 @@ def _managed_description(table: _abi.Table, obj: Any) -> Tuple[_abi.Outcome, Opt
         managed.release()
 
 
-def export_managed(ctx: Context) -> str:
+def export_managed(ctx: Context) -> Passed:
     table = ctx.need("managed_tensor_from_py_object_no_sync")
     return _corpus_case(ctx, lambda obj: _managed_description(table, obj), with_flags=True)
 
 
-def export_refuses_undescribable(ctx: Context) -> str:
+def export_refuses_undescribable(ctx: Context) -> Passed:
     table = ctx.need_table()
     views = ctx.target.undescribable()
     if not views:
         raise Skip("the target names no view DLPack cannot describe")
     seen: Dict[str, Tuple[List[str], List[str]]] = {}  # what was seen instead of BufferError -> (views, functions)
+    checked = 0
     for label, obj, _why in views:
         outcome, managed = table.export(obj)
         if managed is not None:
@@ -237,6 +256,7 @@ def export_refuses_undescribable(ctx: Context) -> str:
         if table.pointer("dltensor_from_py_object_no_sync"):
             results.append(("dltensor", table.dltensor(obj)[0]))
         for function, outcome in results:
+            checked += 1
             if not _is_buffer_error(outcome.error):
                 what = "an export" if outcome.ok else (type(outcome.error).__name__ if outcome.error else str(outcome))
                 labels, functions = seen.setdefault(what, ([], []))
@@ -248,7 +268,7 @@ def export_refuses_undescribable(ctx: Context) -> str:
         raise Fail("BufferError expected; " + "; ".join(
             f"{what} seen for {', '.join(labels)} ({' and '.join(functions)})" for what, (labels, functions)
             in seen.items()))
-    return f"{len(views)} views refused with BufferError: {', '.join(label for label, _, _ in views)}"
+    return checked, f"{len(views)} views refused with BufferError: {', '.join(label for label, _, _ in views)}"
 
 
 # --------------------------------------------------------------------------------------------- ownership
@@ -263,7 +283,7 @@ def _export_sample(ctx: Context, value: float):
     return source, managed
 
 
-def ownership_deleter_releases(ctx: Context) -> str:
+def ownership_deleter_releases(ctx: Context) -> Passed:
     source, managed = _export_sample(ctx, 1.0)
     try:
         ref = weakref.ref(ctx.target.owner(source))
@@ -277,21 +297,21 @@ def ownership_deleter_releases(ctx: Context) -> str:
     gc.collect()
     if ref() is not None:
         raise Fail("the source object released once the deleter ran expected, still alive seen (a leak)")
-    return ("the export kept the source object alive until the deleter ran" if kept
+    return 1, ("the export kept the source object alive until the deleter ran" if kept
             else "the export keeps the memory, not the object; the deleter ran once without error")
 
 
-def ownership_release_on_other_thread(ctx: Context) -> str:
+def ownership_release_on_other_thread(ctx: Context) -> Passed:
     source, managed = _export_sample(ctx, 2.0)
     thread = threading.Thread(target=managed.release, name="releaser")
     thread.start()
     thread.join(30)
     if thread.is_alive():
         raise Fail("the deleter to return on a thread without the GIL expected, a hang seen (30 s)")
-    return "the deleter ran on another thread (called without the GIL, as DLPack allows)"
+    return 1, "the deleter ran on another thread (called without the GIL, as DLPack allows)"
 
 
-def ownership_release_after_source_gone(ctx: Context) -> str:
+def ownership_release_after_source_gone(ctx: Context) -> Passed:
     source, managed = _export_sample(ctx, 7.0)
     d = describe(managed.struct.dl_tensor)
     size = _abi.nbytes(d)
@@ -305,18 +325,26 @@ def ownership_release_after_source_gone(ctx: Context) -> str:
     if after != before:
         raise Fail("the exported memory unchanged after the source died expected, overwritten seen "
                    "(the export does not keep the memory alive)")
-    return f"{size} bytes unchanged after the source died and {32 * size} bytes were allocated"
+    return 1, f"{size} bytes unchanged after the source died and {32 * size} bytes were allocated"
 
 
-def ownership_release_at_exit(ctx: Context) -> str:
+def ownership_release_at_exit(ctx: Context) -> Passed:
     ctx.need("managed_tensor_from_py_object_no_sync")
     if ctx.exit_probe_command is None:
         raise Skip("no command for a second interpreter")
-    result = subprocess.run(ctx.exit_probe_command, capture_output=True, text=True, timeout=300)
+    from .runner import describe_exit, run_child
+
+    # In this interpreter's process group (the check's deadline kills it with this one); it ends a little
+    # before that deadline, so that it is this case that says so.
+    seconds = max(1.0, min(300.0, ctx.deadline - time.monotonic() - 5))
+    result = run_child(ctx.exit_probe_command(), time.monotonic() + seconds, own_group=False)
+    if result.timed_out:
+        raise Fail(f"the second interpreter to exit expected, still running seen: {describe_exit(result, seconds)} "
+                   f"(killed)")
     tail = (result.stdout + result.stderr).strip().splitlines()[-3:]
-    if result.returncode != 0 or "released" not in result.stdout:
-        raise Fail(f"a clean exit expected, exit status {result.returncode} seen: {' | '.join(tail)}")
-    return "deleters called from atexit and while the interpreter finalizes: clean exit"
+    if result.code != 0 or "released" not in result.stdout:
+        raise Fail(f"a clean exit expected, {describe_exit(result, seconds)} seen: {' | '.join(tail)}")
+    return 2, "deleters called from atexit and while the interpreter finalizes: clean exit"
 
 
 def exit_probe(target) -> None:
@@ -340,8 +368,9 @@ def exit_probe(target) -> None:
     print("released (deleters pending)", flush=True)
 
 
-def to_python_shares_memory(ctx: Context) -> str:
+def to_python_shares_memory(ctx: Context) -> Passed:
     table = ctx.need("managed_tensor_to_py_object_no_sync")
+    _need_counter()
     buffer = (ctypes.c_float * 12)(*range(12))
     address, calls = _abi.own_tensor(ctypes.addressof(buffer), (2, 32, 1), (3, 4), (4, 1), keep=buffer)
     outcome, obj = table.to_python(address)
@@ -362,11 +391,12 @@ def to_python_shares_memory(ctx: Context) -> str:
         problems.append(f"one deleter call once the object died expected, {calls()} seen")
     if problems:
         raise Fail("; ".join(problems))
-    return "shares memory; the deleter ran once when the object died"
+    return 1, "shares memory; the deleter ran once when the object died"
 
 
-def to_python_owns_on_failure(ctx: Context) -> str:
+def to_python_owns_on_failure(ctx: Context) -> Passed:
     table = ctx.need("managed_tensor_to_py_object_no_sync")
+    _need_counter()
     failures = []
     for label, kwargs in (("major version 2", dict(version=(2, 0))), ("dtype code 99", dict(dtype=(99, 32, 1))),
                           ("float32 with 4 lanes", dict(dtype=(2, 32, 4)))):
@@ -386,7 +416,85 @@ def to_python_owns_on_failure(ctx: Context) -> str:
             failures.append(f"{label}: the deleter called once on failure expected, {calls()} calls seen")
     if failures:
         raise Fail("; ".join(failures))
-    return "3 bad tensors refused with an exception, each deleter called once"
+    return 3, "3 bad tensors refused with an exception, each deleter called once"
+
+
+def _need_counter() -> None:
+    if not _abi.COUNTING_DELETER:
+        raise Skip("no libc sem_post here to count the deleter's calls with")
+
+
+FLOAT32 = (2, 32, 1)
+
+
+def _values(d: Dict[str, Any]) -> List[float]:
+    """A float32 tensor's elements in row-major order, read through its description (strides in elements)."""
+    shape, strides = d["shape"], d["strides"]
+    if strides is None:  # before DLPack 1.2: compact row-major
+        strides, step = [], 1
+        for size in reversed(shape):
+            strides.insert(0, step)
+            step *= size
+    out: List[float] = []
+
+    def walk(dim: int, offset: int) -> None:
+        if dim == len(shape):
+            out.append(struct.unpack("f", ctypes.string_at(d["address"] + 4 * offset, 4))[0])
+            return
+        for i in range(shape[dim]):
+            walk(dim + 1, offset + i * strides[dim])
+
+    if numel(shape) > 0:
+        walk(0, 0)
+    return out
+
+
+def _import_case(shape: Optional[Tuple[int, ...]], strides: Optional[Tuple[int, ...]], start: Optional[int] = 0,
+                 byte_offset: int = 0, must_refuse: bool = False) -> CaseFn:
+    """A case that hands the producer one float32 CPU tensor of the checker's own (elements 0, 1, ... 15):
+    data at element `start` (None: NULL), `shape` and `strides` as given (None: a NULL pointer). The producer
+    either imports it, and the object shows the same elements (through its own `__dlpack__()`), or refuses it
+    with a Python exception; either way the deleter is called exactly once. `must_refuse`: importing is wrong."""
+
+    def case(ctx: Context) -> Passed:
+        table = ctx.need("managed_tensor_to_py_object_no_sync")
+        _need_counter()
+        buffer = (ctypes.c_float * 16)(*range(16))
+        data = None if start is None else ctypes.addressof(buffer) + 4 * start
+        address, calls = _abi.own_tensor(data, FLOAT32, shape, strides, keep=buffer, byte_offset=byte_offset)
+        mine = {"address": (data or 0) + byte_offset, "shape": shape or (), "strides": strides}
+        expected = None if must_refuse else (mine["shape"], _values(mine))
+        outcome, obj = table.to_python(address)
+        if obj is None or not outcome.ok:
+            del obj
+            gc.collect()
+            problems = [] if outcome.error is not None else [f"a Python exception expected, {outcome} seen"]
+            if calls() != 1:
+                problems.append(f"the deleter called once on refusal expected, {calls()} calls seen")
+            if problems:
+                raise Fail("; ".join(problems))
+            return 1, f"refused ({outcome}); the deleter called once"
+        problems = []
+        ref, refusal, capsule = _abi.reference(obj)
+        if expected is None:
+            problems.append("a refusal expected, an import seen")
+        elif ref is None:
+            problems.append(f"the imported object's __dlpack__ to work expected, {type(refusal).__name__}: "
+                            f"{refusal} seen")
+        else:
+            seen = (ref["shape"], _values(ref) if ref["dtype"] == FLOAT32 else f"dtype {ref['dtype']}")
+            if seen != expected:
+                problems.append(f"shape {expected[0]}, elements {expected[1]} expected, {seen[0]}, {seen[1]} seen")
+        del obj, capsule, ref
+        gc.collect()
+        if calls() != 1:
+            problems.append(f"one deleter call once the object died expected, {calls()} seen")
+        if problems:
+            raise Fail("; ".join(problems))
+        elements = f"the {len(expected[1])} elements right" if expected[1] else "no elements"
+        return 1 + len(expected[1]), f"imported: shape {expected[0]}, {elements}; the deleter called once"
+
+    return case
 
 
 # --------------------------------------------------------------------------------------------- allocator
@@ -400,9 +508,10 @@ def _prototype(dtype, shape, device=(1, 0)) -> Tuple[_abi.DLTensor, Any]:
     return t, shape_arr
 
 
-def allocator_prototype(ctx: Context) -> str:
+def allocator_prototype(ctx: Context) -> Passed:
     table = ctx.need("managed_tensor_allocator")
-    dtypes = sorted({ref["dtype"] for _, _, ref, _, _ in ctx.corpus() if ref is not None})
+    # the corpus's dtypes (as __dlpack__ labels them), and float32, which every target's sample is
+    dtypes = sorted({ref["dtype"] for _, _, ref, _, _ in ctx.corpus() if ref is not None} | {(2, 32, 1)})
     failures: Dict[str, List[str]] = {}
     checked = 0
     for dtype in dtypes:
@@ -438,7 +547,7 @@ def allocator_prototype(ctx: Context) -> str:
     return _grouped(failures, checked, "allocations")
 
 
-def allocator_impossible(ctx: Context) -> str:
+def allocator_impossible(ctx: Context) -> Passed:
     table = ctx.need("managed_tensor_allocator")
     failures = []
     for label, dtype, device in (("dtype code 99", (99, 32, 1), (1, 0)), ("device type 99", (2, 32, 1), (99, 0)),
@@ -459,7 +568,7 @@ def allocator_impossible(ctx: Context) -> str:
             failures.append(f"{label}: one SetError call expected, {len(errors)} seen")
     if failures:
         raise Fail("; ".join(failures))
-    return "3 impossible prototypes: -1, one SetError call each, no Python exception"
+    return 3, "3 impossible prototypes: -1, one SetError call each, no Python exception"
 
 
 # --------------------------------------------------------------------------------------------- errors, streams
@@ -468,14 +577,15 @@ def allocator_impossible(ctx: Context) -> str:
 WRONG_TYPES = (("None", None), ("int", 42), ("str", "tensor"), ("list", [1.0, 2.0]), ("object", object()))
 
 
-def errors_wrong_type(ctx: Context) -> str:
+def errors_wrong_type(ctx: Context) -> Passed:
     table = ctx.need_table()
-    failures = []
+    failures, checked = [], 0
     for label, obj in WRONG_TYPES:
         calls = [("managed", lambda o: table.export(o))]
         if table.pointer("dltensor_from_py_object_no_sync"):
             calls.append(("dltensor", lambda o: table.dltensor(o)))
         for name, call in calls:
+            checked += 1
             outcome, out = call(obj)
             if name == "managed" and out is not None:
                 out.release()
@@ -484,10 +594,10 @@ def errors_wrong_type(ctx: Context) -> str:
                                 f"{'an export' if outcome.ok else outcome} seen")
     if failures:
         raise Fail("; ".join(failures))
-    return f"{len(WRONG_TYPES)} wrong types refused with a Python exception by each export"
+    return checked, f"{len(WRONG_TYPES)} wrong types refused with a Python exception by each export"
 
 
-def stream_current_work_stream(ctx: Context) -> str:
+def stream_current_work_stream(ctx: Context) -> Passed:
     table = ctx.need("current_work_stream")
     seen, failures = [], []
     for device in ctx.target.devices():
@@ -500,13 +610,13 @@ def stream_current_work_stream(ctx: Context) -> str:
             seen.append(f"{device}: {'NULL' if stream == 0 else hex(stream)}")
     if failures:
         raise Fail("; ".join(failures))
-    return "; ".join(seen) + " (no GPU here: only these devices are checked)"
+    return len(seen), "; ".join(seen) + " (no GPU here: only these devices are checked)"
 
 
 # --------------------------------------------------------------------------------------------- threads
 
 
-def threads_concurrent_exports(ctx: Context) -> str:
+def threads_concurrent_exports(ctx: Context) -> Passed:
     table = ctx.need("managed_tensor_from_py_object_no_sync")
     usable = [(label, obj, ref) for label, obj, ref, _, _ in ctx.corpus()
               if ref is not None and _managed_description(table, obj)[0].ok]
@@ -551,10 +661,10 @@ def threads_concurrent_exports(ctx: Context) -> str:
         t.join()
     if failures:
         raise Fail(f"{len(failures)} disagreements, e.g. {'; '.join(sorted(set(failures))[:3])}")
-    return f"8 threads x 20 rounds x {len(objs)} tensors agree (exports held, read after all were made)"
+    return 8 * 20 * len(objs), f"8 threads x 20 rounds x {len(objs)} tensors agree (exports held, read after all were made)"
 
 
-CaseFn = Callable[[Context], str]
+CaseFn = Callable[[Context], Passed]
 CASES: List[Tuple[str, CaseFn, str]] = [
     ("publish.capsule", publish_capsule, "`__dlpack_c_exchange_api__` is a `PyCapsule` named `dlpack_exchange_api`"),
     ("publish.legacy-int", publish_legacy_int, "`__c_dlpack_exchange_api__`, if present, is an int of the same table"),
@@ -577,6 +687,24 @@ CASES: List[Tuple[str, CaseFn, str]] = [
      "`managed_tensor_to_py_object_no_sync` shares memory and calls the deleter once"),
     ("import.owns-on-failure", to_python_owns_on_failure,
      "`managed_tensor_to_py_object_no_sync` calls the deleter once when it fails"),
+    ("import.negative-strides", _import_case((3, 4), (-4, -1), start=11),
+     "a reversed view (negative strides) is imported as it is or refused; the deleter called once"),
+    ("import.zero-strides", _import_case((3, 4), (0, 1)),
+     "a broadcast view (stride 0) is imported as it is or refused; the deleter called once"),
+    ("import.unused-strides", _import_case((1, 4, 1), (-5, 1, 99)),
+     "any stride of a size-1 dim (negative, large) is taken as unused, or the tensor refused"),
+    ("import.null-data-empty", _import_case((0, 3), (3, 1), start=None),
+     "NULL data without elements is an empty tensor, or refused; the deleter called once"),
+    ("import.null-data-with-elements", _import_case((4,), (1,), start=None, must_refuse=True),
+     "NULL data with elements is refused with a Python exception; the deleter called once"),
+    ("import.null-shape-0d", _import_case(None, None, start=5),
+     "a 0-d tensor with NULL shape and strides (as DLPack allows) is imported, or refused"),
+    ("import.odd-byte-offset", _import_case((4,), (1,), byte_offset=2),
+     "a byte_offset that is not a multiple of the element size is honoured, or the tensor refused"),
+    ("import.null-strides", _import_case((3, 4), None),
+     "NULL strides with ndim > 0 (compact row-major before DLPack 1.2) is imported as such, or refused"),
+    ("import.negative-shape", _import_case((2, -3), (3, 1), must_refuse=True),
+     "a negative dimension is refused with a Python exception; the deleter called once"),
     ("allocator.prototype", allocator_prototype, "the allocator honours the prototype's shape, dtype and device"),
     ("allocator.impossible", allocator_impossible,
      "an impossible request returns -1 through `SetError`, no Python exception left set"),
@@ -588,11 +716,14 @@ CASES: List[Tuple[str, CaseFn, str]] = [
 NAMES = [name for name, _, _ in CASES]
 
 
-def run_case(ctx: Context, name: str) -> Dict[str, str]:
-    """One case's result: {"case", "status" (PASS/FAIL/SKIP), "detail"}."""
+def run_case(ctx: Context, name: str) -> Dict[str, Any]:
+    """One case's result: {"case", "status" (PASS/FAIL/SKIP), "detail", "compared" (comparisons, on a PASS)}."""
     fn = dict((n, f) for n, f, _ in CASES)[name]
     try:
-        return {"case": name, "status": "PASS", "detail": fn(ctx)}
+        compared, detail = fn(ctx)
+        if compared < 1:
+            return {"case": name, "status": "SKIP", "detail": f"nothing compared ({detail})"}
+        return {"case": name, "status": "PASS", "detail": detail, "compared": compared}
     except Fail as failure:
         return {"case": name, "status": "FAIL", "detail": str(failure)}
     except Skip as skip:
