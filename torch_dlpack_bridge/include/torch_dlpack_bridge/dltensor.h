@@ -4,7 +4,7 @@
  *        of types and devices, element count, contiguity, iteration over elements, the typed data pointer, and
  *        the check that an exported DLTensor describes its data.
  *
- * Included by managed.h and view.h (consumer.h includes it for raw-CPython kernels).
+ * Included by managed.h, view.h, allocate.h and checks.h (consumer.h includes it for raw-CPython kernels).
  */
 #ifndef TORCH_DLPACK_BRIDGE_DLTENSOR_H_
 #define TORCH_DLPACK_BRIDGE_DLTENSOR_H_

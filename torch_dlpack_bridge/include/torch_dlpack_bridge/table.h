@@ -4,7 +4,7 @@
  *        `is_dlpack_tensor`) and caching it per type, lock-free (free-threaded CPython included); plus the
  *        module-local once-only registration the binding headers use.
  *
- * Included by protocol.h and managed.h (consumer.h includes it for raw-CPython kernels).
+ * Included by protocol.h, managed.h and view.h (consumer.h includes it for raw-CPython kernels).
  */
 #ifndef TORCH_DLPACK_BRIDGE_TABLE_H_
 #define TORCH_DLPACK_BRIDGE_TABLE_H_

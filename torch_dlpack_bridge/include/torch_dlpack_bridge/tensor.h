@@ -56,6 +56,7 @@
  */
 #ifndef TORCH_DLPACK_BRIDGE_TENSOR_H_
 #define TORCH_DLPACK_BRIDGE_TENSOR_H_
+
 #include <cstdint>
 #include <string>
 #include <type_traits>
