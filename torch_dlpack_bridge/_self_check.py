@@ -136,7 +136,7 @@ def stream_handle(stream) -> int:
 
 
 def torch_current_stream(device: torch.device) -> int:
-    module = getattr(torch, device.type, None)
+    module: Any = getattr(torch, device.type, None)
     try:
         if hasattr(module, "current_stream"):
             return stream_handle(module.current_stream(device))
@@ -150,7 +150,7 @@ def torch_current_stream(device: torch.device) -> int:
 
 def new_stream_context(device: torch.device) -> Tuple[Any, ContextManager]:
     """A stream from torch's pool for `device` (not its default) and the context that makes it current."""
-    module = getattr(torch, device.type, None)
+    module: Any = getattr(torch, device.type, None)
     stream = module.Stream(device=device) if hasattr(module, "Stream") else torch.Stream(device=device)
     return stream, module.stream(stream) if hasattr(module, "stream") else stream
 
