@@ -50,3 +50,31 @@ class OtherLanes:
 
     def __dlpack_device__(self):
         return self.array.__dlpack_device__()
+
+
+class ReEntrant:
+    """A producer whose __dlpack__ hands the object to `kernel` again, `depth` levels deep (None: until Python's
+    recursion limit), and at the deepest level raises TypeError (issue 38.4). `calls` counts the __dlpack__ calls;
+    past `budget` calls each one raises at once without going deeper, so a consumer that retries exponentially
+    ends quickly, with `exhausted` set, instead of running for hours."""
+
+    def __init__(self, kernel, depth=None, budget=100_000):
+        self.kernel, self.depth, self.budget = kernel, depth, budget
+        self.calls, self.level, self.deepest, self.exhausted = 0, 0, 0, False
+
+    def __dlpack__(self, **kwargs):
+        self.calls += 1
+        if self.calls > self.budget:
+            self.exhausted = True
+            raise TypeError("ReEntrant: call budget exhausted")
+        if self.depth is not None and self.level >= self.depth:
+            raise TypeError("ReEntrant: the deepest level refuses")
+        self.level += 1
+        try:  # (RecursionError may come from any call, max() included)
+            self.deepest = max(self.deepest, self.level)
+            return self.kernel(self)
+        finally:
+            self.level -= 1
+
+    def __dlpack_device__(self):
+        return (1, 0)

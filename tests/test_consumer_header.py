@@ -506,7 +506,7 @@ def test_managed_tensor_dropped_on_a_thread_without_the_gil(probe, make):
 # ----------------------------------------------------------------------------- __dlpack__ fallback (NumPy)
 
 np = pytest.importorskip("numpy")
-from producers import LegacyOnly, Recording  # noqa: E402
+from producers import LegacyOnly, ReEntrant, Recording  # noqa: E402
 
 
 NUMPY_CASES = {
@@ -567,6 +567,62 @@ def test_protocol_legacy_retry_after_type_error(probe):
     producer.__dlpack__ = lambda *args, **kwargs: (calls.append(kwargs), original(*args, **kwargs))[1]
     probe.view_info(producer)
     assert calls == [{"max_version": (1, 3), "copy": False}, {}]  # the first one raised TypeError
+
+
+@pytest.mark.parametrize("depth", [4, 12])
+def test_a_re_entrant_dlpack_is_called_once_per_level(probe, depth):
+    """Issue 38.4: a __dlpack__ that takes the kernel again; the deepest level's TypeError is not about the
+    keywords, so no level retries with the legacy signature (which made 2 ** (depth + 1) - 1 calls: 8,191 at
+    depth 12)."""
+    producer = ReEntrant(probe.view_info, depth)
+    with pytest.raises(TypeError, match="ReEntrant: the deepest level refuses$"):
+        probe.view_info(producer)
+    assert (producer.calls, producer.exhausted) == (depth + 1, False)
+
+
+class Draft10:
+    """A producer of the DLPack 1.0 draft: max_version but no copy (the legacy call is its way in)."""
+
+    def __init__(self, array):
+        self.array, self.calls = array, []
+
+    def __dlpack__(self, stream=None, max_version=None):
+        self.calls.append(max_version)
+        return self.array.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+class CompiledLegacy(Draft10):
+    """Refuses the keywords in its body, with the message CPython and Cython give, as a compiled producer does."""
+
+    def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs.get("max_version"))
+        if kwargs:
+            raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+        return self.array.__dlpack__()
+
+
+class RefusingWithTypeError(Draft10):
+    def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs.get("max_version"))
+        raise TypeError("unsupported element type")
+
+
+# (Draft10's first call is refused before its body runs: only the legacy call is recorded)
+@pytest.mark.parametrize("producer,calls", [(Draft10, [None]), (CompiledLegacy, [(1, 3), None])])
+def test_protocol_legacy_retry_when_the_keywords_are_refused(probe, producer, calls):
+    p = producer(np.arange(3, dtype=np.float32))
+    assert probe.view_info(p)["shape"] == (3,)
+    assert p.calls == calls
+
+
+def test_protocol_type_error_about_anything_else_is_raised_without_a_retry(probe):
+    p = RefusingWithTypeError(np.ones(2))
+    with pytest.raises(TypeError, match="^argument 't': unsupported element type$"):
+        probe.view_info(p)
+    assert p.calls == [(1, 3)]
 
 
 def _capsule_pointer(capsule, name):

@@ -19,7 +19,7 @@ import torch
 
 import torch_dlpack_bridge  # noqa: F401  (publishes the table)
 from fake_cuda import FakeCuda
-from producers import OtherLanes
+from producers import OtherLanes, ReEntrant
 import typed_tensor_build
 from typed_tensor_build import HERE, INCLUDE, SOURCE, base_cmd
 
@@ -193,6 +193,20 @@ def test_writability(m):
     refused(m, "writable", ro, ValueError, "is read-only$")
     assert m.const_elements(ro) is True and m.const_elements(torch.ones(2)) is False
     assert m.ro_any_dtype(ro) is True and m.ro_any_dtype(torch.ones(2, dtype=torch.int8)) is False
+
+
+# ----------------------------------------------------------------------------- re-entrant producers
+
+
+def test_an_unbounded_re_entrant_dlpack_ends_with_an_exception(m):
+    """Issue 38.4: a __dlpack__ that passes its object to the kernel again, with no end. The parameter's refusal of
+    the deepest level (RecursionError) is the binding library's TypeError, which used to make every level retry
+    with the legacy signature: 2 ** 1000 calls, a hang. Now one call per level."""
+    producer = ReEntrant(m.to_list1)
+    with pytest.raises((TypeError, RecursionError)):
+        m.to_list1(producer)
+    assert not producer.exhausted and producer.deepest > 10
+    assert producer.calls <= producer.deepest + 1
 
 
 # ----------------------------------------------------------------------------- names, order of checks, describe()

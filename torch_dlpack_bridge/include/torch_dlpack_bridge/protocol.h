@@ -10,6 +10,7 @@
 #define TORCH_DLPACK_BRIDGE_PROTOCOL_H_
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,26 @@ inline PyObject* call_dlpack(PyObject* method, PyObject* stream, bool versioned)
 }
 
 /*!
+ * \brief True when the pending exception is the TypeError of a producer that does not take the keywords the
+ * versioned call adds: CPython's and Cython's "unexpected keyword argument 'max_version'" (or 'copy', for a
+ * DLPack 1.0 draft), "takes no keyword arguments", pybind11's and nanobind's lists of the call's keywords. Any
+ * other TypeError is the producer's answer, and a second call would only repeat it; where `__dlpack__` calls a
+ * kernel with its own object, retrying at every level of that recursion made 2^depth calls (a hang).
+ */
+inline bool refused_new_keywords() {
+  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return false;
+  PyObject* exc = fetch_exception();
+  PyObject* text = exc ? PyObject_Str(exc) : nullptr;
+  const char* s = text ? PyUnicode_AsUTF8(text) : nullptr;
+  const bool refused = s && (std::strstr(s, "max_version") || std::strstr(s, "'copy'") ||
+                             std::strstr(s, "no keyword arguments"));
+  Py_XDECREF(text);
+  PyErr_Clear();  // a failed str(): the original exception is the one to report
+  restore_exception(exc);
+  return refused;
+}
+
+/*!
  * \brief Exports `obj` through the standard protocol: `__dlpack_device__()`, then `__dlpack__(stream=...,
  * max_version=(1, 3), copy=False)`, and if the producer does not take those arguments (TypeError), the
  * legacy `__dlpack__(stream=...)`. Takes ownership of the capsule's tensor (renaming the capsule to
@@ -121,7 +142,7 @@ inline DLManagedTensorVersioned* export_by_protocol(PyObject* obj, const char* n
     stream = protocol_stream(device);
     if (!stream && PyErr_Occurred()) throw_pending(name);
     capsule = call_dlpack(method, stream, true);
-    if (!capsule && PyErr_ExceptionMatches(PyExc_TypeError)) {  // a producer older than max_version/copy
+    if (!capsule && refused_new_keywords()) {  // a producer older than max_version/copy
       PyErr_Clear();
       capsule = call_dlpack(method, stream, false);
     }
