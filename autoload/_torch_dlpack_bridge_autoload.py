@@ -12,7 +12,7 @@ executed successfully. So an earlier ``importlib.util.find_spec("torch")`` (from
 import of torch leaves the hook armed for the real import; once torch is imported it leaves sys.meta_path.
 Nothing here may break start-up or torch's import, whatever the warning filters: a failure is reported once,
 as a RuntimeWarning, or on stderr where a filter would turn that warning into an exception; Ctrl-C during the
-work leaves torch imported, and is raised again once torch's import has finished. Where torch has a table of
+work leaves torch imported, and is raised by ``import torch`` once torch is in sys.modules for good. Where torch has a table of
 its own and no library of the package is ready, the package's import declines to compile inside
 ``import torch`` and the hook prints its one-line notice. Where another thread is importing the package
 meanwhile, the hook publishes on its behalf, so no thread sees torch without the table that will stay.
@@ -75,7 +75,9 @@ class _PublishingLoader:
         if getattr(getattr(module, "__spec__", None), "loader", None) is self:
             module.__spec__.loader = self._loader
         _uninstall()
-        _publish()
+        interrupt = _publish()
+        if interrupt is not None:
+            _raise_once_imported(module.__spec__, interrupt)
 
 
 importing_thread = None
@@ -83,7 +85,8 @@ importing_thread = None
 
 
 def _publish():
-    """Publishes the table, or says why not; never raises. An ImportError carrying a `notice` is printed as
+    """Publishes the table, or says why not; never raises: returns the BaseException (Ctrl-C) that interrupted
+    it, if any, for exec_module to pass on. An ImportError carrying a `notice` is printed as
     that one line, or not at all when it is None: the package's own once-per-torch notices (torch keeps its
     table and no library of the package is ready; no build can start) and the silence after a build that failed
     before (the process whose build failed said so)."""
@@ -109,61 +112,31 @@ def _publish():
     except Exception as error:
         _report(error)
     except BaseException as interrupt:  # Ctrl-C, SystemExit: raised here, torch's import would fail with it
-        _interrupted(interrupt)
+        _report(interrupt, "torch is imported and works without it; the interrupt is raised when `import torch` "
+                           "returns")
+        return interrupt
+    return None
 
 
-def _interrupted(interrupt):
-    """torch is imported and stays so; a KeyboardInterrupt is raised again in the main thread once torch's
-    import has finished (SIGINT to that thread), any other BaseException is reported and dropped."""
-    import threading
+def _raise_once_imported(spec, interrupt):
+    """Makes `import torch` raise `interrupt` once torch is in sys.modules for good, so the user's code sees the
+    Ctrl-C where it imported torch, as any other Ctrl-C, and torch stays imported and working. Raised from
+    exec_module, importlib would take torch out of sys.modules (a second import would run torch's module again
+    and fail); instead it is raised when importlib marks the import done (``spec._initializing = False``, in the
+    `finally` after its bookkeeping, CPython 3.9-3.14). Left uncaught, it ends the process as CPython ends on any
+    Ctrl-C: after the atexit handlers and the flushing of files, killed by SIGINT."""
+    if not getattr(spec, "_initializing", False):
+        raise interrupt  # not importlib's import (a caller running exec_module itself): nothing to wait for
+    spec_class = type(spec)
 
-    again = isinstance(interrupt, KeyboardInterrupt) and threading.current_thread() is threading.main_thread()
-    _report(interrupt, "torch is imported and works without it; " + (
-        "the interrupt is raised again once the import of torch has finished" if again else
-        "the exception is not passed on: raised inside torch's import it would leave torch half-imported"))
-    if again:
-        _exit_interrupted_unless_raised()
-        threading.Thread(target=_interrupt_main_thread_after_import, name="torch_dlpack_bridge-interrupt",
-                         daemon=True).start()
+    class _RaiseWhenDone(spec_class):
+        def __setattr__(self, name, value):
+            spec_class.__setattr__(self, name, value)
+            if name == "_initializing" and not value:
+                self.__class__ = spec_class
+                raise interrupt
 
-
-def _exit_interrupted_unless_raised():
-    """A process that ends before the interrupt is raised again (``python -c "import torch"``: nothing runs after
-    the import) still ends as interrupted, killed by SIGINT as CPython ends on a KeyboardInterrupt it did not
-    catch, not with status 0. A handler of ours for SIGINT notes the delivery, then hands over to the one it
-    replaced; at exit, if it is still in place and was not called, the process re-sends SIGINT to itself."""
-    import atexit
-    import signal
-
-    previous = signal.getsignal(signal.SIGINT)
-
-    def deliver(signum, frame):
-        signal.signal(signal.SIGINT, previous)
-        if callable(previous):
-            return previous(signum, frame)  # the default handler raises KeyboardInterrupt
-        raise KeyboardInterrupt
-
-    def at_exit():
-        if signal.getsignal(signal.SIGINT) is deliver:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
-
-    signal.signal(signal.SIGINT, deliver)
-    atexit.register(at_exit)
-
-
-def _interrupt_main_thread_after_import():
-    import signal
-    import threading
-
-    import torch  # noqa: F401  (waits here while the main thread still imports torch)
-
-    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    spec.__class__ = _RaiseWhenDone
 
 
 def _report(error, outcome="TORCH_DLPACK_BRIDGE_AUTOLOAD=0 turns this hook off"):

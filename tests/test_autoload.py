@@ -534,9 +534,19 @@ def default_sigint():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def wait_for(condition, what, seconds=120):
+    """Polls `condition` until it holds; fails naming `what` after `seconds` (generous: a loaded machine is slow)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not after {seconds} s"
+        time.sleep(0.05)
+
+
 def interrupted_during_the_build(uncovered, tmp_path, code):
     """Runs `code` where the hook builds (torch without a table of its own, a compiler that would take 60 s) and
-    sends SIGINT once the compilers have started; returns (exit status, stdout, stderr, seconds)."""
+    sends SIGINT once a compiler has started; returns (exit status, stdout, stderr, seconds)."""
     import signal
     import time
 
@@ -552,7 +562,7 @@ def interrupted_during_the_build(uncovered, tmp_path, code):
         seen.append(line)
         if "building the exchange table" in line:
             break
-    time.sleep(1)  # the compilers have started
+    wait_for(lambda: calls(tmp_path) > 0, "a compiler started")
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=120)
     return process.returncode, out, "".join(seen) + err, time.monotonic() - start
@@ -560,8 +570,8 @@ def interrupted_during_the_build(uncovered, tmp_path, code):
 
 def test_ctrl_c_during_the_build_at_import_leaves_torch_working_and_is_raised_after_the_import(uncovered, tmp_path):
     """SIGINT while the hook builds: the compilers are stopped, torch stays imported and works (a second
-    `import torch` too, and a clean exit), the user is told, and the KeyboardInterrupt arrives right after
-    `import torch` returns."""
+    `import torch` too, and a clean exit), the user is told, and the KeyboardInterrupt is raised by
+    `import torch`, once torch is in sys.modules."""
     code = textwrap.dedent("""
         import sys, time
         try:
@@ -578,19 +588,32 @@ def test_ctrl_c_during_the_build_at_import_leaves_torch_working_and_is_raised_af
     status, out, err, seconds = interrupted_during_the_build(uncovered, tmp_path, code)
     assert status == 0, err[-3000:]
     assert out.splitlines() == ["interrupted True", "again 2.0 None"], (out, err[-3000:])
-    assert "KeyboardInterrupt" in err and "raised again once the import of torch has finished" in err
+    assert "KeyboardInterrupt" in err and "the interrupt is raised when `import torch` returns" in err
     assert "Only a single TORCH_LIBRARY" not in err and seconds < 60
 
 
-def test_ctrl_c_during_the_build_ends_a_process_with_nothing_after_the_import_as_interrupted(uncovered, tmp_path):
-    """`python -c "import torch"` interrupted while the hook builds may end before the interrupt can be raised
-    again: it still ends killed by SIGINT (as CPython ends on an uncaught KeyboardInterrupt), not with status 0
-    (as it did)."""
+def test_ctrl_c_during_the_build_ends_a_process_with_nothing_after_the_import_as_any_ctrl_c_does(uncovered, tmp_path):
+    """A script whose last line is `import torch`, interrupted while the hook builds, ends as CPython ends on any
+    uncaught Ctrl-C: the KeyboardInterrupt's traceback, the atexit handlers registered before (they were all
+    skipped: the hook re-sent SIGINT from an atexit handler of its own), the file written before flushed (it
+    was empty), and killed by SIGINT (as it was; status 0 before that)."""
     import signal
 
-    status, out, err, seconds = interrupted_during_the_build(uncovered, tmp_path, "import torch")
+    written = tmp_path / "written"
+    code = textwrap.dedent(f"""
+        import atexit
+        atexit.register(print, "atexit handler ran")
+        log = open({str(written)!r}, "w")
+        log.write("written before import torch\\n")  # buffered, never closed: flushed at exit
+        print("printed before import torch")
+        import torch
+    """)
+    status, out, err, seconds = interrupted_during_the_build(uncovered, tmp_path, code)
     assert status == -signal.SIGINT, (status, err[-3000:])
-    assert "raised again once the import of torch has finished" in err and seconds < 60
+    assert out.splitlines() == ["printed before import torch", "atexit handler ran"], (out, err[-3000:])
+    assert written.read_text() == "written before import torch\n"
+    assert err.rstrip().endswith("KeyboardInterrupt") and 'line 7, in <module>' in err, err[-3000:]
+    assert "the interrupt is raised when `import torch` returns" in err and seconds < 60
 
 
 @pytest.mark.parametrize("first", ["torch", "package"])
@@ -752,6 +775,79 @@ def test_a_stopped_build_leaves_no_compiler_running_and_no_folder(uncovered, tmp
     code, left = build_then_stop(tmp_path, env, command, how)
     assert (code, left) == (status, []), (tmp_path / "stderr").read_text()[-3000:]
     assert leftovers(uncovered["TORCH_DLPACK_BRIDGE_CACHE"], tmp_path / "tmp") == []
+
+
+FORK_DURING_THE_BUILD = """
+import multiprocessing, os, sys, threading, time
+def fork_once_a_compiler_runs():
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.05)
+    # A forked child inherits every descriptor the build holds at that moment (the watchdog's pipe).
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(600,), daemon=True)
+    child.start()
+    with open(sys.argv[2], "w") as f:
+        f.write(str(child.pid))
+threading.Thread(target=fork_once_a_compiler_runs, daemon=True).start()
+start = time.monotonic()
+try:
+    import torch_dlpack_bridge
+except ImportError as error:
+    print("ImportError after", round(time.monotonic() - start), "s:", str(error).splitlines()[0], flush=True)
+"""
+
+
+def test_a_failed_build_raises_its_import_error_while_a_process_forked_during_it_lives(uncovered, tmp_path):
+    """A thread forks a process (a fork-method multiprocessing worker) while the build at import runs; the
+    compiler fails after 3 s. The ImportError comes (it never did: the worker kept the watchdog's stdin open and
+    the build waited for the watchdog, which waited for that end-of-file)."""
+    import signal
+
+    compiler = counting_compiler(tmp_path, then="sleep 3; echo 'error: fake compiler' >&2; exit 1")
+    env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=compiler, TORCH_DLPACK_BRIDGE_AUTOLOAD="0")
+    command = [sys.executable, "-c", "import torch\n" + FORK_DURING_THE_BUILD, str(tmp_path / "calls"),
+               str(tmp_path / "child")]
+    process = subprocess.Popen(command, env=user_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=os.path.dirname(sys.executable), start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=240)  # about 5 s; the forked worker would keep it for ever
+    except subprocess.TimeoutExpired:
+        out, err = "", "no ImportError after 240 s"
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # the forked worker, if it outlived the process
+        except ProcessLookupError:
+            pass
+        process.wait()
+    assert (tmp_path / "child").exists(), err[-3000:]  # the fork happened during the build
+    assert "ImportError after" in out and "building the exchange table" in out, (out, err[-3000:])
+
+
+def test_a_builder_killed_while_a_process_forked_during_its_build_lives_leaves_no_compiler_running(uncovered,
+                                                                                                     tmp_path):
+    """The same fork, then the builder's death (SIGKILL): the watchdog still stops the compilers and removes the
+    build's folder, as it does without the fork (the forked child no longer holds the watchdog's stdin open)."""
+    import signal
+
+    env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=slow_compiler(tmp_path), TORCH_DLPACK_BRIDGE_AUTOLOAD="0",
+               TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    command = [sys.executable, "-c", "import torch\n" + FORK_DURING_THE_BUILD, str(tmp_path / "pids"),
+               str(tmp_path / "child")]
+    with open(tmp_path / "stderr", "w") as stderr:
+        process = subprocess.Popen(command, env=user_env(**env), stdout=subprocess.DEVNULL, stderr=stderr,
+                                   cwd=os.path.dirname(sys.executable), start_new_session=True)
+    try:
+        wait_for(lambda: (tmp_path / "child").exists() or process.poll() is not None, "a fork during the build")
+        assert (tmp_path / "child").exists(), (tmp_path / "stderr").read_text()[-3000:]
+        process.kill()
+        process.wait()
+        wait_for(lambda: not alive(started(tmp_path)), "the compilers stopped by the watchdog", seconds=50)
+        wait_for(lambda: leftovers(uncovered["TORCH_DLPACK_BRIDGE_CACHE"], tmp_path / "tmp") == [],
+                 "the build's folder removed by the watchdog", seconds=10)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)  # the forked child (the test's own clean-up)
+        for pid in alive(started(tmp_path)):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_private_build_stopped_by_sigterm_leaves_nothing(uncovered, tmp_path):

@@ -1,6 +1,9 @@
 """The build's command runner (torch_dlpack_bridge/_build.py: Commands), called directly: a stopped build starts
 no further command and stops the ones running (tests/test_loader.py covers whole builds at import)."""
 
+import io
+import os
+import subprocess
 import threading
 import time
 
@@ -10,30 +13,59 @@ from torch_dlpack_bridge import _build
 
 
 def test_a_stopped_build_starts_no_further_command(tmp_path):
-    commands = _build.Commands()
-    commands.stop_all()
-    marker = tmp_path / "ran"
-    with pytest.raises(RuntimeError, match="the build was stopped"):
-        commands.run(["touch", str(marker)])
+    with _build.Commands() as commands:
+        commands.stop_all()
+        marker = tmp_path / "ran"
+        with pytest.raises(RuntimeError, match="the build was stopped"):
+            commands.run(["touch", str(marker)])
     assert not marker.exists()
 
 
 def test_stopping_a_build_kills_the_commands_running():
-    commands = _build.Commands()
     outcome = []
+    with _build.Commands() as commands:
 
-    def run():
-        try:
-            commands.run(["sleep", "60"])
-        except RuntimeError as error:
-            outcome.append(str(error))
+        def run():
+            try:
+                commands.run(["sleep", "600"])
+            except RuntimeError as error:
+                outcome.append(str(error))
 
-    thread = threading.Thread(target=run)
-    start = time.monotonic()
-    thread.start()
-    while not commands._running and time.monotonic() - start < 10:
-        time.sleep(0.01)
-    commands.stop_all()
-    thread.join(30)
-    assert not thread.is_alive() and time.monotonic() - start < 20
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 120  # generous: a loaded machine is slow to start a process
+        while not commands._running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        commands.stop_all()
+        thread.join(120)  # killed at once; the command alone would take 600 s
+    assert not thread.is_alive()
     assert outcome and "failed with exit code -9" in outcome[0]
+
+
+def test_a_command_ends_when_it_exits_even_if_a_process_it_left_holds_its_output():
+    """A command's output goes to a file: a process that inherited it (a child the command left running, or a
+    process forked meanwhile in this one) cannot keep the build waiting for an end-of-file, as it did on a pipe."""
+    import signal
+
+    log = io.StringIO()
+    with _build.Commands() as commands:
+        start = time.monotonic()
+        commands.run(["sh", "-c", "sleep 60 & echo left $!"], log=log)
+        seconds = time.monotonic() - start
+    os.kill(int(log.getvalue().split()[-1]), signal.SIGKILL)  # the test's own clean-up
+    assert seconds < 30, "waited for the process left behind"
+
+
+def test_the_end_of_a_build_does_not_wait_for_a_process_holding_the_watchdogs_pipe():
+    """Leaving Commands tells the watchdog the build is over and waits for it to exit: it exits when told, not at
+    the end-of-file that a process holding its stdin (forked or started meanwhile) would hold off for ever."""
+    commands = _build.Commands()
+    holder = subprocess.Popen(["sleep", "60"], pass_fds=[commands._watchdog.stdin.fileno()])
+    try:
+        ended = threading.Thread(target=commands.__exit__, args=(None, None, None), daemon=True)
+        ended.start()
+        ended.join(60)  # at once; for ever before
+        assert not ended.is_alive(), "the build waited for the watchdog"
+    finally:
+        holder.kill()
+        holder.wait()

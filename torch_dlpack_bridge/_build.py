@@ -245,9 +245,9 @@ def fsync(path: str) -> None:
 
 # The watchdog of one build (Commands): a separate process that outlives this one. It reads lines from its
 # stdin, "+PID" / "-PID" (a command's process group started / ended), "?PATH" (a folder to remove), "=" (the
-# build is over, cleaned up by this process); when its stdin closes without "=" (this process ended: SIGTERM,
-# SIGHUP, SIGKILL, the parent's death, whatever the cause), it kills the groups still running and removes the
-# folders.
+# build is over, cleaned up by this process: it exits at once, not at end-of-file, which a process forked
+# meanwhile could hold off); when its stdin closes without "=" (this process ended: SIGTERM, SIGHUP, SIGKILL,
+# the parent's death, whatever the cause), it kills the groups still running and removes the folders.
 WATCHDOG = """
 import os, shutil, signal, sys
 groups, folders, over = set(), [], False
@@ -261,6 +261,7 @@ for line in sys.stdin:
         folders.append(value)
     elif what == "=":
         over = True
+        break
 if not over:
     for group in groups:
         try:
@@ -272,13 +273,33 @@ if not over:
 """
 
 
+_watchdog_pipes: Set[int] = set()
+"""The descriptors through which the builds under way talk to their watchdogs (see Commands)."""
+
+
+def _hand_no_watchdog_pipe_to_a_forked_child() -> None:
+    """A process forked during a build (a multiprocessing worker) would keep the watchdog's stdin open after this
+    process ends, so the watchdog would not see it end. /dev/null takes the pipe's place in the child, so the
+    child's copy of the pipe's file object still closes a descriptor of its own."""
+    if not _watchdog_pipes:
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in _watchdog_pipes:
+        os.dup2(null, fd)
+    os.close(null)
+    _watchdog_pipes.clear()
+
+
 class Commands:
     """The compiler commands of one build, each in a process group of its own, so that a failure or Ctrl-C
-    stops them all at once: the driver and the compiler proper it started (which holds the output pipe), and
-    no command starts after that. Where this process ends without unwinding (SIGTERM, SIGHUP, SIGKILL, its
-    parent's death), a watchdog process stops them and removes the build's folders (see WATCHDOG); its own
-    session keeps it out of the signals sent to the caller's process group. A context manager: leaving it
-    tells the watchdog that the build is over."""
+    stops them all at once: the driver and the compiler proper it started, and no command starts after that.
+    Where this process ends without unwinding (SIGTERM, SIGHUP, SIGKILL, its parent's death), a watchdog process
+    stops them and removes the build's folders (see WATCHDOG); its own session keeps it out of the signals sent
+    to the caller's process group. A context manager: leaving it tells the watchdog that the build is over.
+    Nothing waits for an end-of-file, which a process forked meanwhile could hold off for ever by inheriting a
+    pipe: the commands write their output to a file, the watchdog exits when told."""
+
+    _fork_handler_registered = False
 
     def __init__(self):
         import threading
@@ -294,10 +315,16 @@ class Commands:
             self._watchdog = None
 
     def __enter__(self) -> "Commands":
+        if self._watchdog is not None:
+            if not Commands._fork_handler_registered:  # once per process, and only in one that builds
+                os.register_at_fork(after_in_child=_hand_no_watchdog_pipe_to_a_forked_child)
+                Commands._fork_handler_registered = True
+            _watchdog_pipes.add(self._watchdog.stdin.fileno())
         return self
 
     def __exit__(self, *exc) -> None:
         if self._watchdog is not None:
+            _watchdog_pipes.discard(self._watchdog.stdin.fileno())
             self._tell("=")
             self._watchdog.stdin.close()
             self._watchdog.wait()
@@ -316,29 +343,34 @@ class Commands:
                 self._tell(f"?{os.path.abspath(folder)}")
 
     def run(self, command: Sequence[str], log=None, timeout: Optional[float] = None) -> None:
-        with self._lock:
-            if self._stopped:
-                raise RuntimeError("the build was stopped")
-            process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                       start_new_session=True)
-            self._running.add(process)
-            self._tell(f"+{process.pid}")
-        try:
-            with process:
-                try:
-                    output, _ = process.communicate(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    stop(process)
-                    if log is not None:
-                        log.write(" ".join(command) + f"\ntimed out after {timeout:g} s\n")
-                    raise BuildTimeout(f"{' '.join(command)}\ntimed out after {timeout:g} s (killed)") from None
-                except BaseException:
-                    stop(process)
-                    raise
-        finally:
+        import tempfile
+
+        with tempfile.TemporaryFile("w+", errors="replace") as output_file:
             with self._lock:
-                self._running.discard(process)
-                self._tell(f"-{process.pid}")
+                if self._stopped:
+                    raise RuntimeError("the build was stopped")
+                process = subprocess.Popen(list(command), stdout=output_file, stderr=subprocess.STDOUT,
+                                           start_new_session=True)
+                self._running.add(process)
+                self._tell(f"+{process.pid}")
+            try:
+                with process:
+                    try:
+                        process.wait(timeout=timeout)
+                    except subprocess.TimeoutExpired:
+                        stop(process)
+                        if log is not None:
+                            log.write(" ".join(command) + f"\ntimed out after {timeout:g} s\n")
+                        raise BuildTimeout(f"{' '.join(command)}\ntimed out after {timeout:g} s (killed)") from None
+                    except BaseException:
+                        stop(process)
+                        raise
+            finally:
+                with self._lock:
+                    self._running.discard(process)
+                    self._tell(f"-{process.pid}")
+            output_file.seek(0)
+            output = output_file.read()
         if log is not None:
             log.write(" ".join(command) + "\n" + output)
         if process.returncode != 0:
