@@ -38,9 +38,13 @@ def ak(example_dir):
 
 
 @pytest.fixture(scope="session")
-def cuda_build(example_dir):
+def nvcc_and_make():
     if shutil.which("nvcc") is None or shutil.which("make") is None:
         pytest.skip("nvcc or make not available")
+
+
+@pytest.fixture(scope="session")
+def cuda_build(example_dir, nvcc_and_make):
     out = example_dir / "cuda_build"
     cmd = ["make", "cuda", f"PYTHON={sys.executable}", f"OUT={out}", f"TDB_INCLUDE={INCLUDE}"]
     res = subprocess.run(cmd, cwd=example_dir, capture_output=True, text=True)
@@ -214,7 +218,7 @@ def make_cuda_dry_run(example_dir, torch_cuda):
     return subprocess.run(cmd, cwd=example_dir, capture_output=True, text=True)
 
 
-def test_cuda_example_targets_torch_runtime_and_architectures(cuda_build, example_dir):
+def test_cuda_example_targets_torch_runtime_and_architectures(nvcc_and_make, example_dir):
     res = make_cuda_dry_run(example_dir, f"{nvcc_major()}.0 /torch/nvidia/lib sm_80,sm_90")
     assert res.returncode == 0, res.stderr
     assert "-cudart shared -Xlinker -rpath,/torch/nvidia/lib" in res.stdout
@@ -222,7 +226,7 @@ def test_cuda_example_targets_torch_runtime_and_architectures(cuda_build, exampl
                                                              "compute_90,code=compute_90"]
 
 
-def test_cuda_example_refuses_a_toolkit_of_another_major_version(cuda_build, example_dir):
+def test_cuda_example_refuses_a_toolkit_of_another_major_version(nvcc_and_make, example_dir):
     other = "12.8" if nvcc_major() != "12" else "13.0"
     res = subprocess.run(["make", "cuda", f"PYTHON={sys.executable}", "OUT=refused", f"TDB_INCLUDE={INCLUDE}",
                           f"TORCH_CUDA={other} /torch/nvidia/lib sm_80"], cwd=example_dir, capture_output=True, text=True)
