@@ -1,7 +1,7 @@
-"""What the distributions hold: an sdist built with pip's default build isolation must not carry a table
-library built against some other torch (torch is invisible to an isolated build, so the table is built at
-first import for the torch actually installed), and every install carries the sources that build needs, the
-consumer headers and the autoload hook.
+"""What the distributions hold: a wheel built from the sdist where torch cannot be imported (as under pip's
+default build isolation) must not carry a table library built against some other torch (the table is then
+built at first import for the torch actually installed), and every install carries the sources that build
+needs, the consumer headers and the autoload hook.
 """
 
 import os
@@ -17,20 +17,26 @@ INCLUDE = os.path.join(ROOT, "torch_dlpack_bridge", "include", "torch_dlpack_bri
 HEADERS = sorted(name for name in os.listdir(INCLUDE) if name.endswith(".h"))
 
 
-def run(*command, cwd):
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=900)
+def run(*command, cwd, env=None):
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return result
 
 
 @pytest.fixture(scope="module")
 def isolated_wheel(tmp_path_factory):
-    """The sdist of this checkout, then a wheel built from it by pip with its default build isolation."""
+    """The sdist of this checkout, then a wheel built from it by pip where torch cannot be imported: what pip's
+    default build isolation gives, without downloading its build requirements (the tests download nothing
+    beyond what the README's step 1 installed, which the build uses here)."""
     pytest.importorskip("build")
     out = tmp_path_factory.mktemp("dist")
     run(sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(out), ROOT, cwd=ROOT)
     (sdist,) = out.glob("torch_dlpack_bridge-*.tar.gz")
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(sdist), cwd=str(out))
+    no_torch = tmp_path_factory.mktemp("no_torch")
+    (no_torch / "torch").mkdir()
+    (no_torch / "torch" / "__init__.py").write_text("raise ImportError('torch is not in an isolated build')\n")
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w",
+        str(out), str(sdist), cwd=str(out), env=dict(os.environ, PYTHONPATH=str(no_torch)))
     (wheel,) = out.glob("torch_dlpack_bridge-*.whl")
     return wheel
 
