@@ -18,6 +18,8 @@ Fails (exit 1, one line per problem) on:
 - a C++ reference page (reference/cpp/*) without a code block where its headers' doc comments have examples
   (\\code), i.e. examples flattened into prose, or with a code block highlighted by the site's default lexer
   (Python: a `\\code` without `{.cpp}`);
+- a table that overflows the viewport at 390 or 1280 px (WIDTHS), measured in Chromium: it must fit, or scroll
+  inside a box of its own (an ancestor with overflow-x: auto) that fits, with its first column inside that box;
 - a missing image: an <img src> or <object data> (the Graphviz diagrams) that the server does not have, or that
   is empty or not an image; and any request Chromium made while rendering a page that the server answered with
   an error (stylesheets, scripts and images as the browser asked for them).
@@ -28,8 +30,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+import html
 import html.parser
 import http.server
+import json
 import os
 import shutil
 import subprocess
@@ -49,8 +53,36 @@ MAIN_PAGES = ["index.html", "getting-started.html", "guides/first-kernel.html", 
               "guarantees.html", "support.html"]
 SKIP_DIRS = ("_static", "_images", "_sources", "_downloads")
 MAX_CODE_COLUMNS = 90
-# Screenshot widths: a laptop's and a phone's.
-WIDTHS = {"": 1280, "-phone": 412}
+# Screenshot and table-measurement widths: a laptop's and a phone's.
+WIDTHS = {"": 1280, "-phone": 390}
+# Served with ?MEASURE, a page is a frame per width of WIDTHS around the page itself carrying MEASURE_SCRIPT
+# (?MEASURE_INNER): after load, each frame writes its tables' fit into the outer page's DOM. Frames, because
+# headless Chromium lays a window out at no less than 500 px.
+MEASURE, MEASURE_INNER = "check-docs-measure", "check-docs-measure-frame"
+MEASURE_SCRIPT = b"""<script>
+window.addEventListener("load", () => {
+  const width = document.documentElement.clientWidth, found = [];
+  for (const table of document.querySelectorAll("table")) {
+    // The box a reader sees the table in: its nearest ancestor that scrolls or clips sideways, else itself.
+    let box = table;
+    for (let e = table.parentElement; e && e !== document.body; e = e.parentElement) {
+      if (getComputedStyle(e).overflowX !== "visible") { box = e; break; }
+    }
+    const b = box.getBoundingClientRect(), cell = table.querySelector("tr > *");
+    const first = cell ? cell.getBoundingClientRect() : b;
+    found.push({label: (cell ? cell.textContent : "").trim().slice(0, 40), width: Math.round(width),
+                box_left: Math.floor(b.left), box_right: Math.ceil(b.right), table_width: Math.ceil(table.scrollWidth),
+                box_width: Math.floor(box.clientWidth), scrolls: box !== table &&
+                  ["auto", "scroll"].includes(getComputedStyle(box).overflowX),
+                first_right: Math.ceil(first.right - b.left)});
+  }
+  const out = parent.document.createElement("div");
+  out.className = "check-docs-measure";
+  out.setAttribute("data-width", width);
+  out.setAttribute("data-tables", JSON.stringify(found));
+  parent.document.body.appendChild(out);
+});
+</script>"""
 HEADERS = os.path.join(ROOT, "torch_dlpack_bridge", "include", "torch_dlpack_bridge")
 
 
@@ -67,6 +99,25 @@ class Recorder(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format, *args):  # quiet
         pass
 
+    def do_GET(self):
+        path, _, query = self.path.partition("?")
+        if query not in (MEASURE, MEASURE_INNER) or not path.endswith(".html"):
+            return super().do_GET()
+        try:
+            with open(self.translate_path(path), "rb") as f:
+                body = f.read().replace(b"</body>", MEASURE_SCRIPT + b"</body>", 1)
+        except OSError:
+            return self.send_error(404)
+        if query == MEASURE:
+            frames = "".join(f'<iframe src="{html.escape(path)}?{MEASURE_INNER}" style="display:block; border:0; '
+                             f'width:{w}px; height:1600px"></iframe>' for w in WIDTHS.values())
+            body = f"<!DOCTYPE html><html><body>{frames}</body></html>".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
 
 class DomReader(html.parser.HTMLParser):
     """Ids, headings, links and images of one rendered page."""
@@ -79,6 +130,8 @@ class DomReader(html.parser.HTMLParser):
         self.headings = 0
         self.main = 0
         self.code_blocks: List[str] = []  # the text of every <pre>
+        self.has_table = False
+        self.tables: Dict[int, List[Dict[str, object]]] = {}  # {width: MEASURE_SCRIPT's findings}
         self.plain_highlights = 0  # code blocks highlighted with the site's default lexer (Python)
         self._pre = 0
 
@@ -99,10 +152,14 @@ class DomReader(html.parser.HTMLParser):
             self.headings += 1
         if tag == "div" and "highlight-default" in (a.get("class") or "").split():
             self.plain_highlights += 1
+        if tag == "table":
+            self.has_table = True
         if tag == "pre":
             self._pre += 1
             if self._pre == 1:
                 self.code_blocks.append("")
+        if "check-docs-measure" in (a.get("class") or "").split():
+            self.tables[int(a.get("data-width") or 0)] = json.loads(a.get("data-tables") or "[]")
         if tag == "main" or a.get("role") == "main":
             self.main += 1
         if tag == "a" and a.get("href"):
@@ -132,6 +189,35 @@ def code_problems(page: str, dom: DomReader, examples_of: Dict[str, bool]) -> Li
     return problems
 
 
+def table_problems(page: str, tables: List[Dict[str, object]]) -> List[str]:
+    """Tables a reader cannot see whole: the box showing one (the table, or the scrolling box around it) is wider
+    than the viewport, or it clips the table without scrolling, or the first column does not fit in it."""
+    problems = []
+    for t in tables:
+        where = f"{page}: at {t['width']} px, the table starting {t['label']!r}"
+        if t["box_left"] < 0 or t["box_right"] > t["width"]:
+            problems.append(f"{where} overflows the viewport ({t['box_left']} to {t['box_right']} px; a table wider "
+                            "than the page scrolls in a box of its own: overflow-x: auto)")
+        elif t["table_width"] > t["box_width"] and not t["scrolls"]:
+            problems.append(f"{where} is cut off: {t['table_width']} px in a box of {t['box_width']} that does not "
+                            "scroll")
+        elif t["first_right"] > t["box_width"]:
+            problems.append(f"{where} has a first column ({t['first_right']} px) wider than its box")
+    return problems
+
+
+def measure_tables(binary: str, profile: str, url: str) -> List[str]:
+    """The problems of the page's tables as Chromium lays the page out at each width of WIDTHS."""
+    run = chromium(binary, profile, ["--dump-dom", f"--window-size={sum(WIDTHS.values())},1600"], f"{url}?{MEASURE}")
+    dom = DomReader()
+    dom.feed(run.stdout)
+    page = url.split("/", 3)[-1]
+    problems = [f"{page}: its tables were not measured at {w} px" for w in WIDTHS.values() if w not in dom.tables]
+    for tables in dom.tables.values():
+        problems += table_problems(page, tables)
+    return problems
+
+
 def header_examples() -> Dict[str, bool]:
     """{reference page name: whether its headers' doc comments hold a \\code example} (docs/cpp_reference.py)."""
     sys.path.insert(0, os.path.join(ROOT, "docs"))
@@ -147,6 +233,13 @@ def header_examples() -> Dict[str, bool]:
                 texts.append(f.read())
         found[page] = any("\\code" in text for text in texts)
     return found
+
+
+def serve(html_dir: str) -> Tuple[http.server.ThreadingHTTPServer, str]:
+    """Serves html_dir on 127.0.0.1 at a free port, in a thread; returns the server and its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Recorder, directory=html_dir))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
 
 
 def find_chromium(explicit: Optional[str]) -> Optional[str]:
@@ -196,10 +289,7 @@ def main(argv: List[str]) -> int:
         print("check_docs: chromium is not installed (Debian: apt-get install chromium)", file=sys.stderr)
         return 2
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(Recorder, directory=html_dir))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    server, base = serve(html_dir)
     problems: List[str] = []
     doms: Dict[str, DomReader] = {}
     pages = site_pages(html_dir)
@@ -225,6 +315,8 @@ def main(argv: List[str]) -> int:
             dom.feed(run.stdout)
             doms[page] = dom
             problems += code_problems(page, dom, examples_of)
+            if dom.has_table:
+                problems += measure_tables(binary, profile, url)
             # The search page has no heading; every other page has its title as one.
             if run.returncode != 0 or dom.main == 0 or (dom.headings == 0 and page != "search.html"):
                 problems.append(f"{page}: did not render in Chromium (exit {run.returncode}, main {dom.main}, "

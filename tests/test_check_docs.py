@@ -1,6 +1,9 @@
-"""scripts/check_docs.py's code rules, on planted pages (no browser: the rules read the rendered DOM)."""
+"""scripts/check_docs.py's rules, on planted pages: the code rules read the rendered DOM (no browser); the table
+rule reads what Chromium measured, planted, then measured by Chromium on a planted page where it is installed."""
 import os
 import sys
+
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -41,3 +44,44 @@ def test_a_reference_code_block_highlighted_as_python_fails():
     assert len(found) == 1 and "highlighted as Python" in found[0]
     assert problems("reference/cpp/output.html", plain.replace("highlight-default", "highlight-cpp")) == []
     assert problems("guides/new.html", plain) == []  # elsewhere a block names its language, or is text
+
+
+# A page's tables as MEASURE_SCRIPT reports them (px): a 364 px box at 390, Furo's 742 px column at 1280.
+def measured(width, box_left, box_right, table_width, box_width, scrolls, first_right=100):
+    return dict(label="case", width=width, box_left=box_left, box_right=box_right, table_width=table_width,
+                box_width=box_width, scrolls=scrolls, first_right=first_right)
+
+
+def test_a_table_that_overflows_or_is_cut_off_fails():
+    assert check_docs.table_problems("p.html", [measured(390, 16, 381, 1121, 364, True),
+                                                measured(1280, 392, 1135, 700, 742, False)]) == []
+    overflow, = check_docs.table_problems("p.html", [measured(390, 16, 555, 539, 539, False)])
+    assert "at 390 px" in overflow and "overflows the viewport" in overflow
+    cut, = check_docs.table_problems("p.html", [measured(1280, 392, 1135, 900, 742, False)])
+    assert "cut off" in cut
+    wide_label, = check_docs.table_problems("p.html", [measured(390, 16, 381, 1121, 364, True, first_right=380)])
+    assert "first column" in wide_label
+
+
+WIDE = "<table><tr>" + "".join(f"<td>column{i}_with_a_long_unbreakable_value</td>" for i in range(8)) + "</tr></table>"
+
+
+def test_the_browser_measures_a_planted_overflowing_table(tmp_path):
+    # The rule above, fed by Chromium: a page with a wide bare table, one with it in a scrolling box.
+    binary = check_docs.find_chromium(None)
+    if binary is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium); CI installs it for the docs")
+    (tmp_path / "bare.html").write_text(f"<html><body><main><h1>t</h1>{WIDE}</main></body></html>")
+    (tmp_path / "boxed.html").write_text(
+        f'<html><body><main><h1>t</h1><div style="overflow-x: auto">{WIDE}</div></main></body></html>')
+    server, base = check_docs.serve(str(tmp_path))
+    profile = tmp_path / "profile"
+    try:
+        bare = check_docs.measure_tables(binary, str(profile), base + "bare.html")
+        boxed = check_docs.measure_tables(binary, str(profile), base + "boxed.html")
+    finally:
+        server.shutdown()
+    assert sorted(p.split(",")[0] for p in bare) == [
+        "bare.html: at 1280 px", "bare.html: at 390 px"], bare
+    assert all("overflows the viewport" in p for p in bare)
+    assert boxed == []

@@ -504,6 +504,24 @@ def markdown_functions(res: Results, only_reference_floor: bool = True) -> str:
     return "\n".join(lines)
 
 
+def markdown_summary(res: Results) -> str:
+    """One row per function and contender: this project's time over the contender's, the median over the tensors
+    timed (each tensor's own median of slice ratios) and its range over them; the per-tensor table follows it."""
+    lines = ["| function | against | ours / it | range over tensors | tensors |", "|---|---|---:|---:|---:|"]
+    functions = [w for w, _ in PER_TENSOR] + [w for w, _, _ in SINGLE if w != "floor"]
+    for which in dict.fromkeys(functions):
+        cells = [cell for (w, _), cell in res.ns.items() if w == which and OURS in cell]
+        for other in [p for p in res.providers if p != OURS]:
+            per_tensor = [ratio(cell[OURS], cell[other])[0] for cell in cells if other in cell]
+            if not per_tensor:
+                continue
+            low, high = (_fmt_ratio((r, r, r)) for r in (min(per_tensor), max(per_tensor)))
+            spread = low if low == high else f"{low}-{high}"
+            lines.append(f"| {function_label(which)} | {other} | {_fmt_ratio((_med(per_tensor),) * 3)} | {spread} "
+                         f"| {len(per_tensor)} |")
+    return "\n".join(lines)
+
+
 def markdown_python(res: Results) -> str:
     head = ["tensor"] + [f"{p} ns" for p in PYTHON_PATHS]
     head += ["__dlpack__ / ours managed", "__dlpack__ / ours dltensor", "from_dlpack / ours to_py"]
@@ -648,7 +666,10 @@ def markdown_machine(m: Dict[str, Any]) -> str:
 def report(res: Results, m: Dict[str, Any], config: str, extra: str = "",
            extra_targets: Sequence[Target] = ()) -> str:
     parts = ["## Machine", "", markdown_machine(m), f"- run: {config}", "",
-             "## Table functions, called from C (ns per call, median over rounds)", "",
+             "## Table functions, called from C", "",
+             "This project's time per call over each contender's, for every tensor timed; the tables after it "
+             "give each tensor's times.", "", markdown_summary(res), "",
+             "### Per tensor (ns per call, median over rounds)", "",
              "Each cell is the median of rounds x repeats slices; in a slice every provider runs once (a warm-up "
              "and one timed run of the probe's loop), in rotating order, in the same process. Ratios are taken "
              "slice by slice, then the median. The floor is the probe copying an already filled 48-byte DLTensor "
