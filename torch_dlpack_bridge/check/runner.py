@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from typing import Dict, List, Optional, Tuple
 
@@ -163,7 +165,8 @@ def run(spec: str, names: Optional[List[str]] = None, timeout: float = 600.0) ->
     check_spec(spec)
     names = list(names or cases.NAMES)
     env = dict(os.environ, PYTHONFAULTHANDLER="1")
-    report: Dict = {"target": spec, "versions": {}, "python": sys.version.split()[0], "results": [], "error": None}
+    python = sys.version.split()[0] + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else "")
+    report: Dict = {"target": spec, "versions": {}, "python": python, "results": [], "error": None}
     deadline = time.monotonic() + timeout
     pending = names
     while pending:
@@ -206,8 +209,8 @@ def _crash_summary(stderr: str) -> str:
     fatal = [i for i, line in enumerate(lines) if line.startswith("Fatal Python error")]
     if not fatal:
         return " | ".join(lines[-3:]) or "(nothing on stderr)"
-    frames = [line for line in lines[fatal[0]:] if line.startswith("File ")][:2]
-    return " | ".join([lines[fatal[0]]] + frames)
+    frames = [re.sub(r'"[^"]*[/\\]', '"', line) for line in lines[fatal[0]:] if line.startswith("File ")][:2]
+    return " | ".join([lines[fatal[0]]] + frames)  # (file names without their folders)
 
 
 def failed(report: Dict) -> bool:
