@@ -138,14 +138,14 @@ def stream_handle(stream) -> int:
 def torch_current_stream(device: torch.device) -> int:
     module: Any = getattr(torch, device.type, None)
     try:
-        if hasattr(module, "current_stream"):
-            return stream_handle(module.current_stream(device))
-        return stream_handle(torch.accelerator.current_stream(device))
-    except NotApplicable:
-        raise
+        stream = (module.current_stream(device) if hasattr(module, "current_stream")
+                  else torch.accelerator.current_stream(device))
     except Exception as e:
         raise NotApplicable(f"torch gives no current stream of {device} ({type(e).__name__}: "
                             f"{first_line(e)})") from None
+    if stream.device.type != device.type:  # a backend module that asks torch.accelerator, which is another type
+        raise NotApplicable(f"torch's current stream of {device} is a stream of {stream.device}")
+    return stream_handle(stream)
 
 
 def new_stream_context(device: torch.device) -> Tuple[Any, ContextManager]:
