@@ -31,14 +31,16 @@ __all__ = ["CASES", "NAMES", "format_table", "main", "run"]
 
 
 def format_table(report: Dict, width: int = 110) -> str:
-    """The report as a terminal table: status, case, then what was expected and seen (or why skipped)."""
+    """The report as a terminal table: status, the comparisons a PASS made, case, then what it saw (what was
+    expected and seen, or why skipped)."""
     versions = ", ".join(f"{k} {v}" for k, v in report["versions"].items())
-    lines = [f"DLPack exchange table conformance: {report['target']} ({versions}; Python {report['python']})"]
+    lines = [f"DLPack exchange table conformance: {report['target']} ({versions + '; ' if versions else ''}"
+             f"Python {report['python']})"]
     if report["error"]:
         lines.append(f"  ERROR {report['error']}")
     name_width = max(len(n) for n in NAMES)
     for r in report["results"]:
-        head = f"  {r['status']:<4}  {r['case']:<{name_width}}  "
+        head = f"  {r['status']:<4} {r.get('compared', ''):>6}  {r['case']:<{name_width}}  "
         body = textwrap.wrap(r["detail"], max(30, width - len(head))) or [""]
         lines.append(head + body[0])
         lines += [" " * len(head) + more for more in body[1:]]
