@@ -4,8 +4,9 @@
 # (downloaded once with --no-deps; only its headers and the libraries the table links are unpacked), then
 # tagged with the manylinux policy auditwheel finds for it. No torch is installed or imported.
 # Run by a free-threaded CPython (e.g. `PATH=<3.13t venv>/bin:$PATH`, see scripts/freethreaded_env.sh), it
-# builds that interpreter's own wheel instead (cp313-cp313t: free-threaded CPython has no stable ABI), against
-# the torch minors that publish wheels for it (cp313t: 2.7-2.12), beside the abi3 one.
+# builds that interpreter's own wheel instead (cp313-cp313t, cp314-cp314t: free-threaded CPython has no stable
+# ABI), against the torch minors that publish wheels for it (cp313t: 2.7-2.12; cp314t: 2.9-2.14), beside the
+# abi3 one.
 #
 # Usage: scripts/build_wheels.sh [--arch x86_64|aarch64] [torch versions...]
 #        (default: this machine's x86_64; the newest patch of every minor 2.4 ... 2.15)
@@ -47,13 +48,15 @@ if [ "$arch" = aarch64 ]; then
   export DIST_EXTRA_CONFIG=$extra_config
 fi
 out=${TDB_WHEEL_DIR:-$repo/wheelhouse}
-# abi3, or the free-threaded interpreter's own tag (cp313t), whose torch wheels (libtorch_python) are its own.
+# abi3, or the free-threaded interpreter's own tag (cp313t, cp314t), whose torch wheels (libtorch_python) are
+# its own.
 python_abi=$(python -c 'import sys; print("cp%d%dt" % sys.version_info[:2] if "t" in sys.abiflags else "abi3")')
 versions=("$@")
 if [ ${#versions[@]} -eq 0 ]; then
   case "$python_abi" in
     abi3) versions=(2.4.1 2.5.1 2.6.0 2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0) ;;
     cp313t) versions=(2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.0) ;;
+    cp314t) versions=(2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1) ;;
     *) echo "no torch versions known for $python_abi: name them" >&2; exit 2 ;;
   esac
 fi

@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
-# The package on a free-threaded CPython (3.13t, from scripts/freethreaded_env.sh) with a cp313t torch:
+# The package on a free-threaded CPython (3.13t or 3.14t, from scripts/freethreaded_env.sh) with a torch built
+# for it (cp313t, cp314t):
 #   1. `pip install --no-build-isolation` of a copy of the tracked sources (what a user's source install does);
 #   2. the GIL stays off: after `import torch` (the autoload hook publishes), `import torch_dlpack_bridge`
 #      and `python -m torch_dlpack_bridge`, with no PYTHON_GIL in the environment;
-#   3. the test suite with PYTHON_GIL=0 (tvm-ffi has no cp313t wheel: its tests skip); among its tests, a
+#   3. the test suite with PYTHON_GIL=0 (tvm-ffi has no cp313t wheel: its tests skip there); among its tests, a
 #      library of the other kind of interpreter is refused (tests/test_loader.py, run here and on a GIL
 #      interpreter: both directions), and threads race through export, import and allocation;
 #   and before 3, the conformance checker (`python -m torch_dlpack_bridge check`): every case passes.
 #
-# With --wheel, the cp313t wheel of scripts/build_wheels.sh is installed instead, building at import is
-# forbidden (TORCH_DLPACK_BRIDGE_BUILD=0, CXX=/nonexistent) for steps 2, and step 3 runs the wheel smoke
-# subset of scripts/wheel_matrix.sh.
+# With --wheel, the interpreter's own wheel (cp313t, cp314t) of scripts/build_wheels.sh is installed instead,
+# building at import is forbidden (TORCH_DLPACK_BRIDGE_BUILD=0, CXX=/nonexistent) for steps 2, and step 3 runs
+# the wheel smoke subset of scripts/wheel_matrix.sh.
 #
-#   scripts/freethreaded_check.sh [--wheel WHEEL] [torch version]
-#   (default torch 2.12.0; appends its result to scripts/freethreaded_check.md)
+#   scripts/freethreaded_check.sh [--python 3.13|3.14] [--wheel WHEEL] [torch version]
+#   (default 3.13 and the torch freethreaded_env.sh picks for it; appends its result to
+#   scripts/freethreaded_check.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 wheel=
-if [ "${1:-}" = --wheel ]; then wheel=$(realpath "${2:?--wheel needs a file}"); shift 2; fi
-torch_version=${1:-2.12.0}
-python=$(scripts/freethreaded_env.sh "$torch_version")
+version=3.13
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --wheel) wheel=$(realpath "${2:?--wheel needs a file}"); shift 2 ;;
+    --python) version=${2:?--python needs 3.13 or 3.14}; shift 2 ;;
+    *) break ;;
+  esac
+done
+python=$(scripts/freethreaded_env.sh --python "$version" "$@")
+torch_version=$("$python" -c 'import importlib.metadata as m; print(m.version("torch"))')
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$python" -m pip uninstall -y -q torch_dlpack_bridge 2>/dev/null || true

@@ -53,7 +53,7 @@ for spec in "${rows_in[@]}"; do
   case "$spec" in */*) arch=${spec%%/*}; spec=${spec#*/} ;; esac
   IFS=: read -r v py variant <<< "$spec"
   variant=${variant:-}
-  wheel=$(ls -t "$wheels"/torch_dlpack_bridge-*-cp39-abi3-*_"$arch".whl 2> /dev/null | head -n 1)  # not a cp313t one
+  wheel=$(ls -t "$wheels"/torch_dlpack_bridge-*-cp39-abi3-*_"$arch".whl 2> /dev/null | head -n 1)  # not a free-threaded one
   name=$arch-torch-$v-py$py${variant:+-$variant}
   venv=$root/$name log=$root/$name.log
   torch_col=$v${variant:+ ($variant)}
