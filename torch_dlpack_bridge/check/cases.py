@@ -449,6 +449,10 @@ def _values(d: Dict[str, Any]) -> List[float]:
     return out
 
 
+def _listed(values: Any) -> str:
+    return "[" + ", ".join(f"{v:.4g}" for v in values) + "]" if isinstance(values, list) else str(values)
+
+
 def _import_case(shape: Optional[Tuple[int, ...]], strides: Optional[Tuple[int, ...]], start: Optional[int] = 0,
                  byte_offset: int = 0, must_refuse: bool = False) -> CaseFn:
     """A case that hands the producer one float32 CPU tensor of the checker's own (elements 0, 1, ... 15):
@@ -484,14 +488,16 @@ def _import_case(shape: Optional[Tuple[int, ...]], strides: Optional[Tuple[int, 
         else:
             seen = (ref["shape"], _values(ref) if ref["dtype"] == FLOAT32 else f"dtype {ref['dtype']}")
             if seen != expected:
-                problems.append(f"shape {expected[0]}, elements {expected[1]} expected, {seen[0]}, {seen[1]} seen")
+                problems.append(f"shape {expected[0]}, elements {_listed(expected[1])} expected, "
+                                f"{seen[0]}, {_listed(seen[1])} seen")
         del obj, capsule, ref
         gc.collect()
         if calls() != 1:
             problems.append(f"one deleter call once the object died expected, {calls()} seen")
         if problems:
             raise Fail("; ".join(problems))
-        elements = f"the {len(expected[1])} elements right" if expected[1] else "no elements"
+        n = len(expected[1])
+        elements = f"{n} element{'s' if n > 1 else ''} right" if n else "no elements"
         return 1 + len(expected[1]), f"imported: shape {expected[0]}, {elements}; the deleter called once"
 
     return case

@@ -87,15 +87,19 @@ def run_child(cmd: List[str], deadline: float, env: Optional[Dict[str, str]] = N
         selector.register(pipe, selectors.EVENT_READ)
     timed_out, gone_at = False, None
     try:
-        while selector.get_map():
+        while True:
             now = time.monotonic()
             if gone_at is None and _exited(proc):
                 gone_at = now
-                _kill(proc, own_group)  # what it left running in its group
-            if gone_at is None and now >= deadline:
+                if own_group:
+                    _kill_group(proc)  # what it left running in its group
+            elif gone_at is None and now >= deadline:
                 timed_out, gone_at = True, now
-                _kill(proc, own_group)
-            if gone_at is not None and now - gone_at > PIPE_GRACE:
+                if own_group:
+                    _kill_group(proc)
+                else:
+                    proc.kill()
+            if gone_at is not None and (not selector.get_map() or now - gone_at > PIPE_GRACE):
                 break
             wait = 0.2 if gone_at is not None else max(0.0, min(0.2, deadline - now))
             for key, _ in selector.select(timeout=wait):
@@ -104,12 +108,6 @@ def run_child(cmd: List[str], deadline: float, env: Optional[Dict[str, str]] = N
                     chunks[key.fd].append(data)
                 else:
                     selector.unregister(key.fileobj)
-        if gone_at is None:  # both pipes closed before it exited
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            _kill(proc, own_group)
     finally:
         selector.close()
         proc.stdout.close()
@@ -127,13 +125,10 @@ def _exited(proc: subprocess.Popen) -> bool:
         return True
 
 
-def _kill(proc: subprocess.Popen, group: bool) -> None:
+def _kill_group(proc: subprocess.Popen) -> None:
     try:
-        if group:
-            os.killpg(proc.pid, signal.SIGKILL)
-        elif proc.returncode is None:
-            proc.kill()
-    except (ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # nothing left in it
         pass
 
 
