@@ -195,7 +195,7 @@ def test_non_tensor_gives_the_signature_type_error(ext, bad):
     # the accepted signature is listed, with the typed parameters' constraints (tdb::Tensor<...>)
     t = "torch_dlpack_bridge.typing.DLPackTensor"
     assert (f"x: typing.Annotated[{t}, dict(dtype='float32', shape=(None,), device='cpu', writable=False)], "
-            f"y: typing.Annotated[{t}, dict(dtype='float32', shape=(None,), order='C', device='cpu')]"
+            f"y: typing.Annotated[{t}, dict(dtype='float32', shape=(None,), order='C', device='cpu', writable=True)]"
             ) in str(info.value)
     with pytest.raises(TypeError, match=r"sum\(\): incompatible function arguments"):
         ext.sum(bad)

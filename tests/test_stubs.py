@@ -23,7 +23,7 @@ pytest.importorskip("mypy", reason="mypy is not installed (the set-up command in
 
 TENSOR = "torch_dlpack_bridge.typing.DLPackTensor"
 X = f"typing.Annotated[{TENSOR}, dict(dtype='float32', shape=(None,), device='cpu', writable=False)]"
-Y = f"typing.Annotated[{TENSOR}, dict(dtype='float32', shape=(None,), order='C', device='cpu')]"
+Y = f"typing.Annotated[{TENSOR}, dict(dtype='float32', shape=(None,), order='C', device='cpu', writable=True)]"
 RESULT = "typing.Annotated[typing.Any, dict(dtype='float32', order='C')]"
 
 # A user's script: every call here is correct, and mypy must accept it.

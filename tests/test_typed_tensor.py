@@ -239,16 +239,20 @@ T = "torch_dlpack_bridge.typing.DLPackTensor"  # what a tensor parameter is in a
 def test_signatures_show_the_constraints(m):
     # As valid stub annotations (typing.Annotated, the constraints in the metadata as nanobind's stubgen writes them
     # for nb::ndarray), in docstrings and in the overload error's list.
-    assert f"(arg0: typing.Annotated[{T}, dict(dtype='float32')]" in m.f32.__doc__.replace("arg: ", "arg0: ")
+    assert f"(arg0: typing.Annotated[{T}, dict(dtype='float32', writable=True)]" in m.f32.__doc__.replace("arg: ", "arg0: ")
     doc = m.all_of_them.__doc__
-    assert f"typing.Annotated[{T}, dict(dtype='float32', shape=(None, 3), order='C', device='cpu')]" in doc
+    assert f"typing.Annotated[{T}, dict(dtype='float32', shape=(None, 3), order='C', device='cpu', writable=True)]" in doc
     assert f"typing.Annotated[{T}, dict(dtype='float32', shape=(), writable=False)]" in m.rank0.__doc__
-    assert f"typing.Annotated[{T}, dict(dtype='float4_e2m1fn_x2')]" in m.f4e2m1fn_x2.__doc__
+    assert f"typing.Annotated[{T}, dict(dtype='float4_e2m1fn_x2', writable=True)]" in m.f4e2m1fn_x2.__doc__
     assert f"typing.Annotated[{T}, dict(dtype='bfloat16', shape=(None,), writable=False)]" in m.dtype.__doc__
     assert (f"typing.Annotated[{T}, dict(dtype='float32', shape=(None, None), order='C', writable=False)]"
             in m.order.__doc__)
-    any_dtype = m.any_dtype.__doc__.replace("arg: ", "arg0: ")
-    assert f"(arg0: {T}" in any_dtype and "Annotated" not in any_dtype
+    # Issue 40.4: a typed parameter always says whether it is written (a written one refuses read-only and
+    # expanded tensors); only an untyped one (tdb::TensorView) is the bare type.
+    assert f"(arg0: typing.Annotated[{T}, dict(writable=True)]" in m.any_dtype.__doc__.replace("arg: ", "arg0: ")
+    assert f"(arg0: typing.Annotated[{T}, dict(writable=False)]" in m.ro_any_dtype.__doc__.replace("arg: ", "arg0: ")
+    views = m.view_plain.__doc__.replace("arg: ", "arg0: ")
+    assert f"(arg0: {T}" in views and "Annotated" not in views
     with pytest.raises(TypeError, match=r"incompatible function arguments") as info:
         m.rank("not a tensor")
     assert f"typing.Annotated[{T}, dict(dtype='float32', shape=(None, 3), writable=False)]" in str(info.value)

@@ -4,8 +4,10 @@ The pybind11 and nanobind casters (``torch_dlpack_bridge/pybind11.h``, ``nanobin
 parameter :class:`DLPackTensor` in signatures, so the stubs that pybind11-stubgen and
 ``python -m nanobind.stubgen`` write are valid and a type checker accepts what a Python caller passes: a
 ``torch.Tensor``, a ``numpy.ndarray``, or any other object with ``__dlpack__``. A typed parameter
-(``tdb::Tensor<float, tdb::ndim<1>>``) is ``typing.Annotated[DLPackTensor, dict(dtype='float32', shape=(None,))]``:
-the constraints are in the metadata, which type checkers show but do not check. A returned tensor is
+(``tdb::Tensor<float, tdb::ndim<1>>``) is ``typing.Annotated[DLPackTensor, dict(dtype='float32', shape=(None,),
+writable=True)]``: the constraints are in the metadata, which type checkers show but do not check. ``writable=True``
+is a parameter the kernel writes: it refuses read-only arrays and expanded (overlapping) views; ``writable=False``
+(``const float``) takes them. A returned tensor is
 ``typing.Any``: it is the producer's own tensor type (``torch.Tensor`` for a torch input), known only at run time.
 
 >>> import torch

@@ -99,7 +99,8 @@ constexpr const char kSignatureResult[] = "typing.Any";
  * and overload errors, as a valid stub annotation (pybind11-stubgen and nanobind's stubgen copy it into the
  * .pyi): "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32', shape=(None, 3),
  * order='C', device='cuda', writable=False)]", the constraints in the metadata as nanobind's stubgen writes
- * them for its nb::ndarray; TDB_SIGNATURE_TENSOR alone for a parameter with no constraint. A returned tensor is
+ * them for its nb::ndarray. A parameter always says whether it is written (writable=True: it refuses read-only
+ * and expanded tensors; writable=False: it takes them), so even Tensor<> is annotated. A returned tensor is
  * "typing.Annotated[typing.Any, dict(dtype=..., order='C', ...)]": the producer's tensor type (a torch.Tensor,
  * a paddle.Tensor) is only known at run time.
  */
@@ -107,11 +108,6 @@ template <class Spec, bool Output = false>
 constexpr void write_signature(SignatureWriter& w) {
   const bool c = Output || std::is_same<typename Spec::Order, c_contig>::value;
   const bool f = std::is_same<typename Spec::Order, f_contig>::value;
-  const bool ro = !Output && Spec::kReadOnly;
-  if (!Spec::kHasDtype && Spec::kRank < 0 && !c && !f && Spec::kDevice < 0 && !ro) {
-    w.put(Output ? kSignatureResult : kSignatureTensor);  // no constraint: the bare type
-    return;
-  }
   w.put("typing.Annotated[");
   w.put(Output ? kSignatureResult : kSignatureTensor);
   w.put(", dict(");
@@ -144,9 +140,9 @@ constexpr void write_signature(SignatureWriter& w) {
     w.put("'");
     sep = ", ";
   }
-  if (ro) {
+  if (!Output) {  // an output is always written, by the kernel that made it: nothing for a caller to know
     w.put(sep);
-    w.put("writable=False");
+    w.put(Spec::kReadOnly ? "writable=False" : "writable=True");
   }
   w.put(")]");
 }
