@@ -4,8 +4,9 @@
 TARGET is ``torch`` (this project's table, the default), ``torch-native`` (torch's own), ``torch-c-dlpack-ext``,
 ``paddle``, ``cuda.core``, or ``module:function``: a function returning a
 :class:`~torch_dlpack_bridge.check.targets.Target`, or a tensor factory ``function(dtype, shape)``.
-Each case (``cases.CASES``) is PASS, FAIL (what was expected, what was seen) or SKIP (why). The cases run in a
-separate interpreter (``runner``), so a producer that crashes fails its case instead of ending the check.
+Each case (``cases.CASES``) is PASS (with its count of comparisons), FAIL (what was expected, what was seen) or
+SKIP (why). The target is imported and the cases run only in child interpreters (``runner``): a producer that
+prints, crashes or hangs fails its case (or, at import, is the report's error) instead of ending the check.
 
 This package imports neither torch nor the rest of torch_dlpack_bridge: a framework's environment runs it from
 a checkout with ``python -c "import runpy; runpy.run_path('torch_dlpack_bridge/check/__main__.py')" paddle``
@@ -73,7 +74,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--case", action="append", choices=NAMES, metavar="CASE", help="run only this case "
                         "(repeatable)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds for all cases (default 600)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole check; the case then "
+                        "running is killed with its process group (default 600)")
     args = parser.parse_args(argv)
     try:
         report = run(args.target, args.case, timeout=args.timeout)
