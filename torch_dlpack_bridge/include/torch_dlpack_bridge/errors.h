@@ -14,6 +14,7 @@
 #endif
 #include <Python.h>
 
+#include <atomic>
 #include <exception>
 #include <new>
 #include <string>
@@ -24,6 +25,35 @@
 
 namespace tdb {
 
+namespace detail {
+
+/*!
+ * \brief The exception-translator registrations of the binding headers this extension module includes
+ * (pybind11.h, nanobind.h store theirs when the module is loaded). Every tdb::Error runs them when it is made, so
+ * a function translates the error from its first call whatever its arguments: a `std::optional` tensor given
+ * None, or an empty `std::vector`, runs no caster that could have registered them.
+ */
+using TranslatorRegistration = void (*)();
+TDB_MODULE_LOCAL inline std::atomic<TranslatorRegistration>* translator_registrations() {
+  static std::atomic<TranslatorRegistration> registrations[2] = {};  // pybind11, nanobind
+  return registrations;
+}
+/*! \brief Runs them (each registers once); skipped on a thread without the GIL, where a binding library's
+ *  state must not be touched (an argument caster will have registered by then, unless no tensor was ever taken). */
+inline void register_translators() noexcept {
+  for (int i = 0; i < 2; ++i) {
+    const TranslatorRegistration r = translator_registrations()[i].load(std::memory_order_acquire);
+    if (!r) continue;
+    if (!Py_IsInitialized() || !PyGILState_Check()) return;
+    try {
+      r();
+    } catch (...) {  // out of memory registering: the binding library's RuntimeError, nothing worse
+    }
+  }
+}
+
+}  // namespace detail
+
 /*!
  * \brief The one exception type the consumer headers throw. Either carries a Python exception type and a
  * message (raised by `restore()`), or is "pending": a Python exception is already set and owned by the
@@ -32,7 +62,9 @@ namespace tdb {
 class Error : public std::exception {
  public:
   /*! \brief An error to be raised as `type(message)`; `type` is a borrowed exception class (PyExc_*). */
-  Error(PyObject* type, std::string message) : type_(type), msg_(std::move(message)) {}
+  Error(PyObject* type, std::string message) : type_(type), msg_(std::move(message)) {
+    detail::register_translators();
+  }
   /*! \brief An error whose Python exception is already set (e.g. by a producer function). */
   static Error pending() { return Error(nullptr, "a Python exception is set"); }
   /*! \brief True when the Python exception is already set. */

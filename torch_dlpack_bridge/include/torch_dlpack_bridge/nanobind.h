@@ -67,6 +67,7 @@
 
 #include "torch_dlpack_bridge/consumer.h"
 #include "torch_dlpack_bridge/output.h"
+#include "torch_dlpack_bridge/refusals.h"
 #include "torch_dlpack_bridge/tensor.h"
 
 namespace tdb {
@@ -102,6 +103,66 @@ inline void register_nanobind_error_translator() {
 }
 
 namespace detail {
+// Hands the registration to tdb::Error's constructor (errors.h) when the extension module is loaded, before any
+// call; every file that includes this header stores the same pointer.
+[[maybe_unused]] static const bool nanobind_translator_stored =
+    (translator_registrations()[1].store(&register_nanobind_error_translator, std::memory_order_release), true);
+
+#if !defined(Py_LIMITED_API)
+/*! \brief A nanobind function's entry point (its vectorcall), one per kind nanobind uses; kept for the wrappers. */
+using Vectorcall = PyObject* (*)(PyObject*, PyObject* const*, size_t, PyObject*);
+constexpr int kNanobindEntries = 8;
+TDB_MODULE_LOCAL inline std::atomic<Vectorcall>* nanobind_entries() {
+  static std::atomic<Vectorcall> entries[kNanobindEntries] = {};
+  return entries;
+}
+/*! \brief What a wrapped function's vectorcall slot holds instead of entry I (see refusals.h). */
+template <int I>
+PyObject* nanobind_explained(PyObject* f, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  return dispatch_explained(Dispatch{nanobind_entries()[I].load(std::memory_order_relaxed), f, args, nargsf, kwnames});
+}
+/*!
+ * \brief Wraps `f` if it is a nanobind function (any module's: the wrapper calls whatever entry point it had):
+ * its vectorcall slot, which every call reads, gets the explaining wrapper of its entry point.
+ */
+inline bool wrap_nanobind_function(PyObject* f) {
+  static constexpr Vectorcall wrappers[kNanobindEntries] = {
+      &nanobind_explained<0>, &nanobind_explained<1>, &nanobind_explained<2>, &nanobind_explained<3>,
+      &nanobind_explained<4>, &nanobind_explained<5>, &nanobind_explained<6>, &nanobind_explained<7>};
+  PyTypeObject* type = Py_TYPE(f);
+  if (std::strcmp(type->tp_name, "nanobind.nb_func") != 0 && std::strcmp(type->tp_name, "nanobind.nb_method") != 0)
+    return false;
+  Vectorcall* slot = reinterpret_cast<Vectorcall*>(reinterpret_cast<char*>(f) + type->tp_vectorcall_offset);
+  for (Vectorcall w : wrappers)
+    if (*slot == w) return true;
+  for (int i = 0; i < kNanobindEntries; ++i) {
+    Vectorcall seen = nullptr;
+    if (nanobind_entries()[i].compare_exchange_strong(seen, *slot) || seen == *slot) {
+      *slot = wrappers[i];
+      return true;
+    }
+  }
+  return true;  // more kinds of entry point than wrappers: left as it is (no reasons, nothing else changes)
+}
+#endif
+}  // namespace detail
+
+/*!
+ * \brief Makes every function of `m` (its classes' methods and its submodules' functions too) say why a tdb
+ * parameter refused a tensor when no overload takes a call: nanobind's TypeError, the same type and listing, with
+ * one line per overload and refused tensor argument added (refusals.h). Call it at the end of NB_MODULE, after
+ * the last `def`. A call that is taken costs one test more; a refused one, a second dispatch. Does nothing with
+ * the limited API (NB_STABLE_ABI).
+ */
+inline void explain_refusals(nanobind::module_& m) {
+#if !defined(Py_LIMITED_API)
+  detail::wrap_functions(m.ptr(), &detail::wrap_nanobind_function);
+#else
+  (void)m;
+#endif
+}
+
+namespace detail {
 
 /*! \brief What both argument casters hold: the value made by from_python; nanobind takes it through these operators. */
 template <class T>
@@ -130,11 +191,11 @@ class NanobindArg : public NanobindHeld<T> {
   bool from_python(nanobind::handle src, uint8_t /*flags*/, nanobind::detail::cleanup_list*) noexcept {
     register_nanobind_error_translator();
     PyObject* obj = src.ptr();  // (capturing nanobind's handle, a hidden-visibility type, would warn)
-    if (!is_dlpack_tensor(obj)) return false;
-    return fill_or_refuse([this, obj] {
+    if (!is_dlpack_tensor(obj)) return refused_non_tensor(obj, kSignatureTensor);
+    return fill_or_note([this, obj] {
       if constexpr (std::is_same_v<T, TensorView>) this->value_.emplace(obj, "tensor");
       else this->value_.emplace(ManagedTensor::from_python(obj, "tensor"));
-    });
+    }, obj, kSignatureTensor) && taken(obj, kSignatureTensor);
   }
 };
 
@@ -160,10 +221,12 @@ class NanobindTypedArg : public NanobindHeld<V> {
     register_nanobind_error_translator();
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;
-    if (!dlpack_tensor_table(obj, &api)) return false;
-    if (!fill_or_refuse([this, obj, api] { this->value_.emplace(unchecked, obj, api, V::DefaultName); }))
+    constexpr const char* kParam = Signature<Ts...>::value.text;  // as signatures show the parameter
+    if (!dlpack_tensor_table(obj, &api)) return refused_non_tensor(obj, kParam);
+    if (!fill_or_note([this, obj, api] { this->value_.emplace(unchecked, obj, api, V::DefaultName); }, obj, kParam))
       return false;
-    if (V::satisfied_by(*this->value_)) return true;  // one compare per constraint
+    if (V::satisfied_by(*this->value_)) return taken(obj, kParam);  // one compare per constraint
+    note_violation<V>(obj, kParam, *this->value_);
     this->value_.reset();  // another overload may take it
     return false;
   }

@@ -71,6 +71,7 @@
 
 #include "torch_dlpack_bridge/consumer.h"
 #include "torch_dlpack_bridge/output.h"
+#include "torch_dlpack_bridge/refusals.h"
 #include "torch_dlpack_bridge/tensor.h"
 
 namespace tdb {
@@ -105,6 +106,54 @@ inline void register_pybind11_error_translator() {
   });
 }
 
+namespace detail {
+// Hands the registration to tdb::Error's constructor (errors.h) when the extension module is loaded, before any
+// call; every file that includes this header stores the same pointer.
+[[maybe_unused]] static const bool pybind11_translator_stored =
+    (translator_registrations()[0].store(&register_pybind11_error_translator, std::memory_order_release), true);
+
+#if PYBIND11_VERSION_MAJOR >= 3 && !defined(Py_LIMITED_API)
+/*! \brief pybind11's dispatcher (protected in cpp_function), the entry point of this module's functions. */
+struct TDB_MODULE_LOCAL Pybind11Dispatcher : pybind11::cpp_function {  // hidden, as pybind11 is
+  static PyObject* call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+    return dispatcher(self, args, nargsf, kwnames);
+  }
+  static bool is(PyCFunction meth) { return meth == reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&dispatcher)); }
+};
+/*! \brief What a wrapped function's PyMethodDef calls instead of the dispatcher (see refusals.h). */
+inline PyObject* pybind11_explained(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return dispatch_explained(Dispatch{&Pybind11Dispatcher::call, self, args, static_cast<size_t>(nargs), kwnames});
+}
+/*!
+ * \brief Wraps `f` if it is a function of this module's pybind11: its PyMethodDef (pybind11's own, one per
+ * function and its overloads) gets the explaining entry point; CPython reads it at every call.
+ */
+inline bool wrap_pybind11_function(PyObject* f) {
+  if (!PyCFunction_Check(f)) return false;
+  PyMethodDef* def = reinterpret_cast<PyCFunctionObject*>(f)->m_ml;
+  const PyCFunction explained = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&pybind11_explained));
+  if (def->ml_meth != explained && !Pybind11Dispatcher::is(def->ml_meth)) return false;
+  def->ml_meth = explained;
+  return true;
+}
+#endif
+}  // namespace detail
+
+/*!
+ * \brief Makes every function of `m` (its classes' methods and its submodules' functions too) say why a tdb
+ * parameter refused a tensor when no overload takes a call: pybind11's TypeError, the same type and listing, with
+ * one line per overload and refused tensor argument added (refusals.h). Call it at the end of PYBIND11_MODULE,
+ * after the last `def`. A call that is taken costs one test more; a refused one, a second dispatch. Needs
+ * pybind11 3 (its vectorcall dispatcher); does nothing with pybind11 2 or the limited API.
+ */
+inline void explain_refusals(pybind11::module_& m) {
+#if PYBIND11_VERSION_MAJOR >= 3 && !defined(Py_LIMITED_API)
+  detail::wrap_functions(m.ptr(), &detail::wrap_pybind11_function);
+#else
+  (void)m;
+#endif
+}
+
 }  // namespace tdb
 
 namespace pybind11 {
@@ -123,8 +172,10 @@ class type_caster<tdb::TensorView> {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;  // looked up once, for the question and the view
-    if (!tdb::detail::dlpack_tensor_table(obj, &api)) return false;
-    return tdb::detail::fill_or_refuse([this, obj, api] { value_.emplace(obj, api, "tensor"); });
+    constexpr const char* kParam = tdb::detail::kSignatureTensor;  // as signatures show the parameter
+    if (!tdb::detail::dlpack_tensor_table(obj, &api)) return tdb::detail::refused_non_tensor(obj, kParam);
+    return tdb::detail::fill_or_note([this, obj, api] { value_.emplace(obj, api, "tensor"); }, obj, kParam) &&
+           tdb::detail::taken(obj, kParam);
   }
   operator tdb::TensorView*() { return &*value_; }
   operator tdb::TensorView&() { return *value_; }
@@ -144,8 +195,10 @@ class type_caster<tdb::ManagedTensor> {
   bool load(handle src, bool /*convert*/) {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
-    if (!tdb::is_dlpack_tensor(obj)) return false;
-    return tdb::detail::fill_or_refuse([this, obj] { value = tdb::ManagedTensor::from_python(obj, "tensor"); });
+    if (!tdb::is_dlpack_tensor(obj)) return tdb::detail::refused_non_tensor(obj, tdb::detail::kSignatureTensor);
+    return tdb::detail::fill_or_note([this, obj] { value = tdb::ManagedTensor::from_python(obj, "tensor"); }, obj,
+                                     tdb::detail::kSignatureTensor) &&
+           tdb::detail::taken(obj, tdb::detail::kSignatureTensor);
   }
   /*! \brief Hands the tensor to its producer's managed_tensor_to_py_object_no_sync; throws tdb::Error on failure. */
   static handle cast(tdb::ManagedTensor&& src, return_value_policy /*policy*/, handle /*parent*/) {
@@ -176,11 +229,13 @@ class type_caster<tdb::Tensor<Ts...>> {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;
-    if (!tdb::detail::dlpack_tensor_table(obj, &api)) return false;
-    if (!tdb::detail::fill_or_refuse([this, obj, api] { value_.emplace(tdb::detail::unchecked, obj, api,
-                                                                       Value::DefaultName); }))
+    constexpr const char* kParam = tdb::detail::Signature<Ts...>::value.text;  // as signatures show it
+    if (!tdb::detail::dlpack_tensor_table(obj, &api)) return tdb::detail::refused_non_tensor(obj, kParam);
+    if (!tdb::detail::fill_or_note([this, obj, api] { value_.emplace(tdb::detail::unchecked, obj, api,
+                                                                     Value::DefaultName); }, obj, kParam))
       return false;
-    if (Value::satisfied_by(*value_)) return true;  // one compare per constraint
+    if (Value::satisfied_by(*value_)) return tdb::detail::taken(obj, kParam);  // one compare per constraint
+    tdb::detail::note_violation<Value>(obj, kParam, *value_);
     value_.reset();  // another overload may take it
     return false;
   }

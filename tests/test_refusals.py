@@ -1,0 +1,247 @@
+"""Why a tensor was refused (issue 37): the lines tdb::explain_refusals(m) adds to the binding library's TypeError,
+through both binding libraries (tests/refusals_module.cpp, built once per flavour).
+
+The matrix: {pybind11, nanobind} x {plain, optional, vector, keyword} x {each refusal: dtype, rank, fixed size,
+order, device, read-only, expanded, neg and conj views (the producer's refusal), meta and FakeTensor (no data)} x
+{one overload, float/double overloads}: the TypeError, the reason line's words for each overload. Then what is never
+said (a tensor its overload took, a non-tensor argument that did not convert), nothing left after a later call,
+threads and a re-entrant producer; and issue 38.3 (a tdb::Error is translated from a function's first call).
+"""
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import torch_dlpack_bridge  # noqa: F401  (publishes the table)
+from conftest import python_env
+from typed_tensor_build import FLAVOURS
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WHY = "\n\nWhy the tensor arguments were refused:\n"
+
+
+@pytest.fixture(scope="session")
+def refusal_modules(tmp_path_factory):
+    """{flavour: module}: tests/refusals_module.cpp built once per binding library."""
+    import typed_tensor_build
+    from example_packages import import_from
+
+    paths = typed_tensor_build.build(tmp_path_factory.mktemp("refusals"), os.path.join(HERE, "refusals_module.cpp"),
+                                     "tdb_refusals")
+    return {flavour: import_from(os.path.dirname(path), f"tdb_refusals_{flavour}") for flavour, path in paths.items()}
+
+
+@pytest.fixture(params=FLAVOURS)
+def m(request, refusal_modules):
+    return refusal_modules[request.param]
+
+
+def read_only():
+    a = np.ones((2, 4), dtype=np.float32)
+    a.flags.writeable = False
+    return a
+
+
+def fake():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode().from_tensor(torch.ones(2, 4))
+
+
+NO_DATA = r"meta tensor or FakeTensor: it has no data .*torch\.library\.custom_op and register_fake"
+# kind -> (family, the refused tensor, the words of overload 1's line, those of the double overload's line)
+KINDS = {
+    "dtype": ("c", lambda: torch.ones(2, 4, dtype=torch.float16), "expected dtype float32, got float16",
+              "expected dtype float64, got float16"),
+    "rank": ("c", lambda: torch.ones(8), r"expected 2 dimension\(s\), got 1", "expected dtype float64, got float32"),
+    "size": ("c", lambda: torch.ones(2, 3), r"expected shape \[-1, 4\], got \[2, 3\]", "expected dtype float64"),
+    "order": ("c", lambda: torch.ones(4, 4).t(), r"expected a contiguous tensor, got strides \[1, 4\] for shape \[4, 4\]",
+              "expected dtype float64"),
+    "device": ("cuda", lambda: torch.ones(2, 4), "expected a cuda tensor, got cpu", "expected dtype float64"),
+    "read_only": ("c", read_only, "is read-only$", "expected dtype float64"),
+    "expanded": ("any", lambda: torch.ones(4).expand(2, 4),
+                 r"is written, and more than one index reaches one element \(strides \[0, 1\] for shape \[2, 4\]; an "
+                 r"expanded tensor\): pass a copy, or declare the parameter read-only", "expected dtype float64"),
+    "neg": ("c", lambda: torch.ones(2, 4, dtype=torch.complex64).conj().imag,
+            r"a tensor with the negative bit set: call \.resolve_neg\(\) first", r"\.resolve_neg\(\)"),
+    "conj": ("c", lambda: torch.ones(2, 4, dtype=torch.complex64).conj(),
+             r"a tensor with the conjugate bit set: call \.resolve_conj\(\) first", r"\.resolve_conj\(\)"),
+    "meta": ("c", lambda: torch.ones(2, 4, device="meta"), NO_DATA, NO_DATA),
+    "fake": ("c", fake, NO_DATA, NO_DATA),
+}
+FORMS = ["plain", "optional", "vector", "keyword"]
+
+
+def call(m, name, form, x):
+    """Calls `name` + "_" + form as the form is used; the vector's refused item is its last."""
+    f = getattr(m, f"{name}_{form}")
+    if form == "vector":
+        return f([x] if name.startswith("cuda") else [torch.ones(2, 4), x], 2.0)
+    if form == "keyword":
+        return f(a=2.0, x=x)
+    return f(x, 2.0)
+
+
+def reasons(message):
+    """The lines added to the library's message (none: [])."""
+    return message.split(WHY)[1].split("\n") if WHY in message else []
+
+
+@pytest.mark.parametrize("overloads", ["one overload", "dtype overloads"])
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_refusal_says_which_argument_and_why(m, kind, form, overloads):
+    family, make, words, double_words = KINDS[kind]
+    name = family if overloads == "one overload" else family + "_dtypes"
+    with pytest.raises(TypeError) as info:
+        call(m, name, form, make())
+    assert type(info.value) is TypeError  # the library's own error: same type, same listing, reasons added
+    message = str(info.value)
+    assert message.startswith(f"{name}_{form}(): incompatible function arguments. The following argument types are "
+                              "supported:\n    1. "), message
+    assert "\nInvoked with" in message.split(WHY)[0]
+    argument = ("argument 'xs', item 0: " if family == "cuda" else "argument 'xs', item 1: ") if form == "vector" \
+        else "argument 'x': "
+    lines = reasons(message)
+    expected = [("overload 1: " + argument, words)]
+    if overloads == "dtype overloads" and form == "vector" and family != "cuda":
+        # The double overload refuses the list at its first item, the float32 one.
+        expected.append(("overload 2: argument 'xs', item 0: ", "expected dtype float64, got float32"))
+    elif overloads == "dtype overloads":
+        expected.append(("overload 2: " + argument, double_words))
+    assert len(lines) == len(expected), message
+    for line, (start, pattern) in zip(lines, expected):
+        assert line.startswith("    " + start) and re.search(pattern, line[len(start) + 4:]), (line, pattern)
+
+
+def test_the_pasted_messages(refusal_modules):
+    """One message per refusal kind in both flavours, as a user sees them (printed with -s; pinned above)."""
+    for flavour, m in refusal_modules.items():
+        for kind, (family, make, _, _) in KINDS.items():
+            with pytest.raises(TypeError) as info:
+                call(m, family + "_dtypes" if kind == "dtype" else family, "plain", make())
+            print(f"--- {flavour} {kind}\n" + "\n".join(reasons(str(info.value))))
+
+
+def test_nothing_is_said_of_a_tensor_its_overload_took(m):
+    with pytest.raises(TypeError) as info:
+        m.two(torch.ones(2, 4), torch.ones(2, 4, dtype=torch.int8))
+    assert reasons(str(info.value)) == ["    overload 1: argument 'y': expected dtype float32, got int8"]
+    # A variant took x (its double alternative); n did not convert: nothing to say about a tensor.
+    with pytest.raises(TypeError) as info:
+        m.variant(torch.ones(2, 4, dtype=torch.float64), "n")
+    assert WHY not in str(info.value)
+    with pytest.raises(TypeError) as info:
+        m.variant(torch.ones(2, 4, dtype=torch.int8), 1)
+    assert reasons(str(info.value)) == ["    overload 1: argument 'x': expected dtype float32, got int8",
+                                        "    overload 1: argument 'x': expected dtype float64, got int8"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_nothing_is_said_when_a_non_tensor_argument_did_not_convert(m, form):
+    x = [torch.ones(2, 4)] if form == "vector" else torch.ones(2, 4)
+    for name in ("c", "c_dtypes"):
+        f = getattr(m, f"{name}_{form}")
+        with pytest.raises(TypeError, match="incompatible function arguments") as info:
+            f(a="2", x=x) if form == "keyword" else f(x, "2")
+        # Overload 1 took the float32 tensor (its scalar did not convert); the double overload refused the tensor,
+        # unless the scalar comes first (the keyword form: f(a, x)), when neither overload asked about the tensor.
+        item = ", item 0" if form == "vector" else ""
+        assert reasons(str(info.value)) == ([] if name == "c" or form == "keyword" else [
+            f"    overload 2: argument '{'xs' if form == 'vector' else 'x'}'{item}: expected dtype float64, got float32"])
+
+
+def test_nothing_is_left_after_a_later_call(m):
+    with pytest.raises(TypeError, match="got float16"):
+        m.c_plain(torch.ones(2, 4, dtype=torch.float16), 2.0)
+    assert m.c_plain(torch.ones(2, 4), 2.0) == "float32[2]"
+    assert m.c_dtypes_vector([torch.ones(3, 4, dtype=torch.float64)], 2.0) == "float64[3]"
+    with pytest.raises(TypeError) as info:
+        m.c_plain(torch.ones(8), 2.0)
+    assert reasons(str(info.value)) == ["    overload 1: argument 'x': expected 2 dimension(s), got 1"]
+    with pytest.raises(TypeError) as info:
+        m.c_plain(torch.ones(2, 4), "2")
+    assert WHY not in str(info.value)
+
+
+def test_threads_calling_refused_and_accepted_calls_at_once(m):
+    dtypes = [torch.float16, torch.int8, torch.int16, torch.bfloat16, torch.uint8, torch.int32]
+    start = threading.Barrier(len(dtypes))
+    failures = []
+
+    def work(dtype):
+        start.wait()
+        name = str(dtype).replace("torch.", "")
+        for i in range(100):
+            try:
+                if i % 2:
+                    assert m.c_dtypes_plain(torch.ones(i, 4, dtype=torch.float64), 2.0) == f"float64[{i}]"
+                    continue
+                with pytest.raises(TypeError) as info:
+                    m.c_dtypes_plain(torch.ones(2, 4, dtype=dtype), 2.0)
+                assert reasons(str(info.value)) == [
+                    f"    overload 1: argument 'x': expected dtype float32, got {name}",
+                    f"    overload 2: argument 'x': expected dtype float64, got {name}"], str(info.value)
+            except BaseException as e:  # noqa: BLE001  (reported below)
+                failures.append(e)
+                return
+
+    threads = [threading.Thread(target=work, args=(d,)) for d in dtypes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures[0]
+
+
+class Reentrant:
+    """A producer without a table whose __dlpack__ first calls a kernel with a refused tensor, as a re-entrant
+    producer may while the outer call's refusals are being noted."""
+
+    def __init__(self, m, t):
+        self.m, self.t, self.inner = m, t, []
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        try:
+            self.m.c_plain(torch.ones(8, dtype=torch.float16), 2.0)
+        except TypeError as e:
+            self.inner.append(str(e))
+        return self.t.__dlpack__(**kwargs)
+
+
+def test_a_reentrant_producer_keeps_each_calls_reasons_apart(m):
+    x = Reentrant(m, torch.ones(2, 3))
+    with pytest.raises(TypeError) as info:
+        m.c_plain(x, 2.0)
+    assert reasons(str(info.value)) == ["    overload 1: argument 'x': expected shape [-1, 4], got [2, 3]"]
+    assert len(x.inner) >= 2  # the call, then its explanation, asked __dlpack__ again
+    for inner in x.inner:
+        assert reasons(inner) == ["    overload 1: argument 'x': expected dtype float32, got float16"], inner
+    assert m.c_plain(Reentrant(m, torch.ones(3, 4)), 2.0) == "float32[3]"
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_tdb_error_is_translated_from_a_functions_first_call(refusal_modules, flavour):
+    # Issue 38.3: bias=None runs no caster that could register the translator; the body's tdb::Error(ValueError)
+    # was a RuntimeError in a fresh process until a call with a tensor had registered it.
+    module = refusal_modules[flavour]
+    code = f"""
+import sys
+sys.path.insert(0, {os.path.dirname(module.__file__)!r})
+m = __import__({module.__name__!r})
+try:
+    m.bias_first(-1)
+except Exception as e:
+    print(type(e).__name__, e)
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=python_env())
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "ValueError n must be >= 0, got -1"
