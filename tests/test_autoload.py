@@ -685,9 +685,9 @@ def test_a_package_run_with_dash_m_that_imports_this_one_gets_the_table_at_impor
 # ---- a build that is stopped, however, leaves no compiler running and no folder behind -------------------
 
 def slow_compiler(tmp_path):
-    """A compiler that records its pid in tmp_path/pids and then takes 60 s (exec: the pid is the sleeper's)."""
+    """A compiler that records its pid in tmp_path/pids and then takes 600 s (exec: the pid is the sleeper's)."""
     script = tmp_path / "slow-c++"
-    script.write_text(f"#!/bin/sh\necho $$ >> {tmp_path / 'pids'}\nexec sleep 60\n")
+    script.write_text(f"#!/bin/sh\necho $$ >> {tmp_path / 'pids'}\nexec sleep 600\n")
     script.chmod(0o755)
     return str(script)
 
@@ -714,8 +714,9 @@ def started(tmp_path):
 def build_then_stop(tmp_path, env, command, how):
     """Runs `command` in a session of its own (as a terminal or a job runner starts a job), waits until two
     compilers run, stops it `how` ("SIGTERM" or "SIGHUP" or "SIGINT" to its process group, "SIGKILL" to the
-    Python process alone: its parent's death; "none": it stops by itself), and returns its exit status and the
-    compilers still running 3 s after it ended."""
+    Python process alone: its parent's death; "SIGALRM" to `timeout` alone: its time is up; "none": it stops by
+    itself), and returns its exit status and the compilers still running 60 s after it ended (at once when none
+    is: they would run 600 s)."""
     import signal
     import time
 
@@ -724,13 +725,11 @@ def build_then_stop(tmp_path, env, command, how):
                                    cwd=os.path.dirname(sys.executable), start_new_session=True,
                                    preexec_fn=default_sigint)
     try:
-        deadline = time.monotonic() + 120
-        while len(started(tmp_path)) < 2 and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: len(started(tmp_path)) >= 2 or process.poll() is not None, "two compilers started")
         assert len(started(tmp_path)) >= 2, (tmp_path / "stderr").read_text()[-3000:]
-        time.sleep(0.5)
-        if how == "SIGKILL":
-            process.send_signal(signal.SIGKILL)
+        time.sleep(0.5)  # the builder has told its watchdog about both (right after starting each)
+        if how in ("SIGKILL", "SIGALRM"):
+            process.send_signal(getattr(signal, how))
         elif how != "none":
             os.killpg(process.pid, getattr(signal, how))
         status = process.wait(timeout=120)
@@ -738,7 +737,9 @@ def build_then_stop(tmp_path, env, command, how):
         if process.poll() is None:
             process.kill()
             process.wait()
-    time.sleep(3)
+    deadline = time.monotonic() + 60
+    while alive(started(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
     left = alive(started(tmp_path))
     for pid in left:  # the test's own clean-up: these are the fake compilers it started
         os.kill(pid, signal.SIGKILL)
@@ -763,13 +764,15 @@ IMPORT_ONLY = [sys.executable, "-c", "import torch_dlpack_bridge"]
     (BUILD_COMMAND, "SIGHUP", -1),  # a closed terminal
     (BUILD_COMMAND, "SIGINT", -2),  # Ctrl-C
     (BUILD_COMMAND, "SIGKILL", -9),  # the builder's own death, whatever its cause
-    (["timeout", "4"] + IMPORT_ONLY, "none", 124),  # the build at import, on a torch without a table
+    # The build at import, on a torch without a table, under `timeout`: its time is up once the compilers run
+    # (GNU timeout takes SIGALRM as its timer; a fixed 4 s was not always enough to start them on a busy machine).
+    (["timeout", "600"] + IMPORT_ONLY, "SIGALRM", 124),
     (IMPORT_ONLY, "SIGTERM", -15),
 ], ids=["build-SIGTERM", "build-SIGHUP", "build-SIGINT", "build-SIGKILL-python-only", "import-timeout",
         "import-SIGTERM"])
 def test_a_stopped_build_leaves_no_compiler_running_and_no_folder(uncovered, tmp_path, command, how, status):
-    """However a build is stopped, from the command or at import, its compilers (60 s each) are gone 3 s later
-    and its temporary folder is removed; the exit status is the signal's."""
+    """However a build is stopped, from the command or at import, its compilers (600 s each) are gone soon after
+    (waited for up to 60 s) and its temporary folder is removed; the exit status is the signal's."""
     env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=slow_compiler(tmp_path), TMPDIR=str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     code, left = build_then_stop(tmp_path, env, command, how)
