@@ -29,7 +29,9 @@
  * and when no overload takes the call nanobind raises its TypeError, "f(): incompatible function arguments",
  * listing every overload with its parameters' names (`nb::arg`) and constraints, and the arguments' types.
  * from_python() never throws and keeps nothing to raise later: nanobind's std::optional and list casters take
- * an element's value inside their own `noexcept` code, where a throwing value would end the process.
+ * an element's value inside their own `noexcept` code, where a throwing value would end the process. Call
+ * `tdb::explain_refusals(m)` at the end of NB_MODULE and that same TypeError also says which tensor argument each
+ * overload refused, and why (refusals.h): `overload 1: argument 'y': expected dtype float32, got float16`.
  *
  * Return values: a `tdb::OwnedTensor<float, tdb::ndim<2>>` (typed outputs, torch_dlpack_bridge/output.h,
  * included here) or a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
@@ -51,10 +53,11 @@
  * `typing.Annotated[typing.Any, dict(...)]`.
  *
  * Errors: a `tdb::Error` thrown by the function becomes its Python exception (TypeError, ValueError,
- * BufferError, ...), through an exception translator that the casters register on first use, once in each
- * extension module that includes this header, whatever its visibility flags; call
- * `tdb::register_nanobind_error_translator()` in NB_MODULE if a function may throw tdb::Error without any
- * tdb argument (a function taking no tensor that returns a tdb::OwnedTensor needs the call).
+ * BufferError, ...), through an exception translator, once in each extension module that includes this header,
+ * whatever its visibility flags. The first tdb::Error made (or the first caster run) registers it, so every
+ * function translates from its first call, whatever its arguments (a `std::optional` tensor given None runs no
+ * caster); `tdb::register_nanobind_error_translator()` registers it at once, which only a tdb::Error first
+ * made on a thread without the GIL needs.
  */
 #ifndef TORCH_DLPACK_BRIDGE_NANOBIND_H_
 #define TORCH_DLPACK_BRIDGE_NANOBIND_H_

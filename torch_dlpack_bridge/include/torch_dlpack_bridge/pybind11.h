@@ -30,9 +30,10 @@
  * double)` under one name take `f(float64 tensor, np.float32(2))`), and when no overload takes the call
  * pybind11 raises its TypeError, "f(): incompatible function arguments", listing every overload with its
  * parameters' names (`py::arg`) and constraints, e.g. `x: typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor,
- * dict(dtype='float32', shape=(None, 3), order='C', device='cuda')]`, and the arguments' reprs. That message is pybind11's: a caster can neither add the precise
- * violation to it nor raise its own without stopping the overloads after it, and it is never told the
- * parameter's name. A caster never throws.
+ * dict(dtype='float32', shape=(None, 3), order='C', device='cuda')]`, and the arguments' reprs. A caster
+ * never throws: raising its own error would stop the overloads after it. Call `tdb::explain_refusals(m)` at the
+ * end of PYBIND11_MODULE and that same TypeError also says which tensor argument each overload refused, and
+ * why (refusals.h): `overload 1: argument 'y': expected dtype float32, got float16`.
  *
  * Return values: a `tdb::OwnedTensor<float, tdb::ndim<2>>` (typed outputs, torch_dlpack_bridge/output.h,
  * included here) or a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
@@ -54,11 +55,11 @@
  * returned tensor `typing.Any` or `typing.Annotated[typing.Any, dict(...)]` (the producer's type).
  *
  * Errors: a `tdb::Error` thrown by the function becomes its Python exception (TypeError, ValueError,
- * BufferError, ...), through a module-local exception translator that the casters register on first use, in
- * every extension module that includes this header, whatever its visibility flags; call
- * `tdb::register_pybind11_error_translator()` in PYBIND11_MODULE if a function may throw tdb::Error without
- * any tdb argument (a result's caster registers only after the body has run: a function taking no tensor that
- * returns a tdb::OwnedTensor needs the call).
+ * BufferError, ...), through a module-local exception translator, in every extension module that includes
+ * this header, whatever its visibility flags. The first tdb::Error made (or the first caster run) registers it,
+ * so every function translates from its first call, whatever its arguments (a `std::optional` tensor given
+ * None runs no caster); `tdb::register_pybind11_error_translator()` registers it at once, which only a
+ * tdb::Error first made on a thread without the GIL needs.
  */
 #ifndef TORCH_DLPACK_BRIDGE_PYBIND11_H_
 #define TORCH_DLPACK_BRIDGE_PYBIND11_H_
