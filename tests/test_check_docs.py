@@ -1,6 +1,8 @@
 """scripts/check_docs.py's rules, on planted pages: the code rules read the rendered DOM (no browser); the table
 rule reads what Chromium measured, planted, then measured by Chromium on a planted page where it is installed."""
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -85,3 +87,36 @@ def test_the_browser_measures_a_planted_overflowing_table(tmp_path):
         "bare.html: at 1280 px", "bare.html: at 390 px"], bare
     assert all("overflows the viewport" in p for p in bare)
     assert boxed == []
+
+
+PLANTED_HEADER = """\
+/*! \\file planted.h \\brief A planted header. */
+namespace tdb {
+/*! \\brief A view. */
+class View {
+ public:
+  /*! \\brief The number of dimensions. */
+  int ndim() const { return 0; }
+  int size(int dim) const { return dim; }
+};
+}  // namespace tdb
+"""
+
+
+def test_an_undocumented_public_member_stops_the_reference(tmp_path):
+    # docs/Doxyfile, which conf.py runs with check=True, on a header with one member left without a comment.
+    if shutil.which("doxygen") is None:
+        pytest.skip("doxygen is not installed (Debian: apt-get install doxygen); CI installs it for the docs")
+    with open(os.path.join(REPO, "docs", "Doxyfile")) as f:
+        config = f.read() + f"\nINPUT = {tmp_path}\nOUTPUT_DIRECTORY = {tmp_path / 'out'}\n"
+
+    def doxygen(header):
+        (tmp_path / "planted.h").write_text(header)
+        return subprocess.run(["doxygen", "-"], input=config, cwd=os.path.join(REPO, "docs"), capture_output=True,
+                              text=True, timeout=120)
+
+    undocumented = doxygen(PLANTED_HEADER)
+    assert undocumented.returncode != 0
+    assert "size(int dim) const (function) of class tdb::View is not documented" in undocumented.stderr
+    documented = doxygen(PLANTED_HEADER.replace("  int size", "  /*! \\brief The size of `dim`. */\n  int size"))
+    assert documented.returncode == 0, documented.stderr

@@ -75,16 +75,24 @@ inline void check_contiguous(const DLTensor& t, const char* name) {
                                       shape_str(t.ndim, t.strides) + " for shape " + shape_str(t.ndim, t.shape));
 }
 
+// The same checks on a TensorView, its name() in the message.
+/*! \brief check_dtype on a view: "argument 'x': expected dtype float32, got float64". */
 inline void check_dtype(const TensorView& v, DLDataType dtype) { check_dtype(v.dl(), v.name(), dtype); }
+/*! \brief check_device on a view, any device index of `type`. */
 inline void check_device(const TensorView& v, DLDeviceType type) { check_device(v.dl(), v.name(), type); }
+/*! \brief check_device on a view, that device type and index. */
 inline void check_device(const TensorView& v, DLDevice device) { check_device(v.dl(), v.name(), device); }
+/*! \brief check_ndim on a view: "argument 'x': expected 2 dimension(s), got 3". */
 inline void check_ndim(const TensorView& v, int32_t ndim) { check_ndim(v.dl(), v.name(), ndim); }
+/*! \brief check_shape on a view (-1 for any size of a dimension). */
 inline void check_shape(const TensorView& v, std::initializer_list<int64_t> shape) {
   check_shape(v.dl(), v.name(), shape);
 }
+/*! \brief check_same_shape on two views: b must have a's shape. */
 inline void check_same_shape(const TensorView& a, const TensorView& b) {
   check_same_shape(a.dl(), a.name(), b.dl(), b.name());
 }
+/*! \brief check_contiguous on a view: row-major contiguity. */
 inline void check_contiguous(const TensorView& v) { check_contiguous(v.dl(), v.name()); }
 /*! \brief Requires b on a's device: "argument 'y': expected device cpu (the device of 'x'), got cuda:0". */
 inline void check_same_device(const TensorView& a, const TensorView& b) {

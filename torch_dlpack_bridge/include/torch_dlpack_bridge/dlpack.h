@@ -207,11 +207,16 @@ typedef struct DLPackExchangeAPIHeader {
  * The table lives as long as the process. Only `dltensor_from_py_object_no_sync` may be NULL.
  */
 typedef struct DLPackExchangeAPI {
-  DLPackExchangeAPIHeader header;
+  DLPackExchangeAPIHeader header;  /*!< version and older-major table: read before anything else */
+  /*! \brief Allocates a new tensor like a prototype DLTensor, owned by the caller (DLPackManagedTensorAllocator). */
   DLPackManagedTensorAllocator managed_tensor_allocator;
+  /*! \brief Exports a Python tensor as an owning DLManagedTensorVersioned (DLPackManagedTensorFromPyObjectNoSync). */
   DLPackManagedTensorFromPyObjectNoSync managed_tensor_from_py_object_no_sync;
+  /*! \brief Imports an owning tensor as the producer's Python tensor (DLPackManagedTensorToPyObjectNoSync). */
   DLPackManagedTensorToPyObjectNoSync managed_tensor_to_py_object_no_sync;
+  /*! \brief Fills a non-owning DLTensor from a Python tensor, or NULL (DLPackDLTensorFromPyObjectNoSync). */
   DLPackDLTensorFromPyObjectNoSync dltensor_from_py_object_no_sync;
+  /*! \brief The producer's current stream on a device (DLPackCurrentWorkStream). */
   DLPackCurrentWorkStream current_work_stream;
 } DLPackExchangeAPI;
 

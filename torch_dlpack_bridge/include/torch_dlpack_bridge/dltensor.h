@@ -17,19 +17,32 @@
 
 namespace tdb {
 
-/*! \brief Common data types and the CPU device, as plain values (nothing to own). */
+// Common data types and the CPU device, as plain values (nothing to own).
+/*! \brief torch.bool: one byte per element. */
 constexpr DLDataType kBool{kDLBool, 8, 1};
+/*! \brief torch.int8. */
 constexpr DLDataType kInt8{kDLInt, 8, 1};
+/*! \brief torch.int16. */
 constexpr DLDataType kInt16{kDLInt, 16, 1};
+/*! \brief torch.int32. */
 constexpr DLDataType kInt32{kDLInt, 32, 1};
+/*! \brief torch.int64. */
 constexpr DLDataType kInt64{kDLInt, 64, 1};
+/*! \brief torch.uint8. */
 constexpr DLDataType kUInt8{kDLUInt, 8, 1};
+/*! \brief torch.float16 (IEEE half). */
 constexpr DLDataType kFloat16{kDLFloat, 16, 1};
+/*! \brief torch.bfloat16. */
 constexpr DLDataType kBFloat16{kDLBfloat, 16, 1};
+/*! \brief torch.float32. */
 constexpr DLDataType kFloat32{kDLFloat, 32, 1};
+/*! \brief torch.float64. */
 constexpr DLDataType kFloat64{kDLFloat, 64, 1};
+/*! \brief torch.complex64: two float32. */
 constexpr DLDataType kComplex64{kDLComplex, 64, 1};
+/*! \brief torch.complex128: two float64. */
 constexpr DLDataType kComplex128{kDLComplex, 128, 1};
+/*! \brief The CPU device, index 0 (DLPack's only CPU index). */
 constexpr DLDevice kCPU{kDLCPU, 0};
 
 /*! \brief Field-wise equality of two data types. */

@@ -63,7 +63,9 @@ class ManagedTensor {
   }
   ManagedTensor(const ManagedTensor&) = delete;
   ManagedTensor& operator=(const ManagedTensor&) = delete;
+  /*! \brief Takes `o`'s tensor; `o` is left empty (its destructor calls no deleter). */
   ManagedTensor(ManagedTensor&& o) noexcept : t_(o.t_), api_(o.api_) { o.t_ = nullptr; }
+  /*! \brief Calls the deleter of the tensor held (if any), then takes `o`'s; `o` is left empty. */
   ManagedTensor& operator=(ManagedTensor&& o) noexcept {
     if (this != &o) {
       reset();
@@ -119,11 +121,13 @@ class ManagedTensor {
   DLManagedTensorVersioned* get() const { return t_; }
   /*! \brief The held DLTensor; its shape/strides/data live until the deleter runs. Handle must be non-empty. */
   const DLTensor& dl() const { return t_->dl_tensor; }
-  DLTensor& dl() { return t_->dl_tensor; }  // mutable overload
+  /*! \brief The held DLTensor, writable (e.g. to adjust a view before handing it on). Handle must be non-empty. */
+  DLTensor& dl() { return t_->dl_tensor; }
   /*! \brief The producer's table (static), or nullptr (empty handle, or a tensor taken through __dlpack__). */
   const DLPackExchangeAPI* api() const { return api_; }
   /*! \brief DLPACK_FLAG_BITMASK_* flags of the held tensor. */
   uint64_t flags() const { return t_ ? t_->flags : 0; }
+  /*! \brief Whether a tensor is held (false after a move, release() or to_python()). */
   explicit operator bool() const { return t_ != nullptr; }
 
  private:

@@ -111,7 +111,9 @@ class OwnedTensor {
     return OwnedTensor(allocate(api, ndim, shape, dtype(), device));  // which checks what the producer made
   }
 
+  /*! \brief Moves the tensor; the moved-from one is left empty. Not copyable: one owner, one deleter call. */
   OwnedTensor(OwnedTensor&&) noexcept = default;
+  /*! \brief Releases this tensor's memory (if any), then takes the other's, which is left empty. */
   OwnedTensor& operator=(OwnedTensor&&) noexcept = default;
   OwnedTensor(const OwnedTensor&) = delete;
   OwnedTensor& operator=(const OwnedTensor&) = delete;
@@ -131,11 +133,16 @@ class OwnedTensor {
   }
   /*! \brief The DLTensor (shape, strides and data owned by this tensor). */
   const DLTensor& dl() const { return m_.dl(); }
-  /*! \brief Shortcuts into dl(). */
+  // Shortcuts into dl().
+  /*! \brief The number of dimensions. */
   int32_t ndim() const { return m_.dl().ndim; }
+  /*! \brief The size of dimension `dim` (0 <= dim < ndim(), unchecked). */
   int64_t size(int32_t dim) const { return m_.dl().shape[dim]; }
+  /*! \brief The ndim() sizes (owned by this tensor). */
   const int64_t* shape() const { return m_.dl().shape; }
+  /*! \brief The number of elements: the product of the sizes. */
   int64_t numel() const { return tdb::numel(m_.dl()); }
+  /*! \brief Where the memory was allocated: the device of the tensor it was made like, or the one asked for. */
   DLDevice device() const { return m_.dl().device; }
   /*! \brief The producer's table that allocated it (static). */
   const DLPackExchangeAPI* api() const { return m_.api(); }

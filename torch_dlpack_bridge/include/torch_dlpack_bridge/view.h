@@ -73,15 +73,24 @@ class TensorView {
    * taken through `__dlpack__` (its producer publishes no table).
    */
   const DLPackExchangeAPI* api() const { return api_; }
-  /*! \brief Shortcuts into dl(): borrowed values, valid as long as the view. */
+  // Shortcuts into dl(): borrowed values, valid as long as the view.
+  /*! \brief The number of dimensions (0 for a scalar). */
   int32_t ndim() const { return t_.ndim; }
+  /*! \brief The size of dimension `dim` (0 <= dim < ndim(), unchecked). */
   int64_t size(int32_t dim) const { return t_.shape[dim]; }
+  /*! \brief The stride of dimension `dim` in elements, not bytes (0 <= dim < ndim(), unchecked). */
   int64_t stride(int32_t dim) const { return t_.strides[dim]; }
+  /*! \brief The ndim() sizes (borrowed; not to be read for a scalar). */
   const int64_t* shape() const { return t_.shape; }
+  /*! \brief The ndim() strides in elements (borrowed; present whenever ndim() > 0). */
   const int64_t* strides() const { return t_.strides; }
+  /*! \brief The element type, e.g. tdb::kFloat32. */
   DLDataType dtype() const { return t_.dtype; }
+  /*! \brief Where the data lives: device type and index, e.g. {kDLCPU, 0}. */
   DLDevice device() const { return t_.device; }
+  /*! \brief The number of elements: the product of the sizes (1 for a scalar). */
   int64_t numel() const { return tdb::numel(t_); }
+  /*! \brief Whether the elements are dense in row-major order (size-1 dims and empty tensors ignore strides). */
   bool is_contiguous() const { return tdb::is_contiguous(t_); }
   /*! \brief True only when the producer said so (the non-owning path carries no flags: then false). */
   bool read_only() const { return read_only_; }
