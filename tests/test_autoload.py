@@ -558,13 +558,18 @@ def interrupted_during_the_build(uncovered, tmp_path, code):
                                text=True, env=full_env, cwd=os.path.dirname(sys.executable),
                                preexec_fn=default_sigint)
     seen = []
-    for line in process.stderr:
-        seen.append(line)
-        if "building the exchange table" in line:
-            break
-    wait_for(lambda: calls(tmp_path) > 0, "a compiler started")
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=120)
+    try:
+        for line in process.stderr:
+            seen.append(line)
+            if "building the exchange table" in line:
+                break
+        wait_for(lambda: calls(tmp_path) > 0, "a compiler started")
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:  # a failure above leaves neither the process nor its pipes behind
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
     return process.returncode, out, "".join(seen) + err, time.monotonic() - start
 
 

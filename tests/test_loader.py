@@ -280,13 +280,13 @@ def test_hung_compiler_is_an_import_error_naming_the_log(cache, tmp_path):
     import time
 
     start = time.monotonic()
-    state, _ = import_as(NIGHTLY, CXX=fake_compiler(tmp_path, "sleep 60\n"),
+    state, _ = import_as(NIGHTLY, CXX=fake_compiler(tmp_path, "sleep 600\n"),
                          TORCH_DLPACK_BRIDGE_BUILD_TIMEOUT="1", **cache)
     message = state["import_error"]
     assert "timed out after 1 s" in message and "TORCH_DLPACK_BRIDGE_BUILD_TIMEOUT sets the limit" in message
     folder, _ = nightly_folder(cache)
     assert f"(log: {folder}/build.log)" in message
-    assert time.monotonic() - start < 40
+    assert time.monotonic() - start < 300  # about 5 s; generous for a loaded machine, far below the compiler's 600 s
 
 
 def test_missing_python_headers_are_an_import_error_naming_the_package(cache):
