@@ -260,7 +260,7 @@ def _counting_deleter() -> int:
 COUNTING_DELETER = _counting_deleter()
 
 
-def own_tensor(data_address: int, dtype: Tuple[int, int, int], shape, strides, version=(1, 3), flags: int = 0,
+def own_tensor(data_address: Optional[int], dtype: Tuple[int, int, int], shape, strides, version=(1, 3), flags: int = 0,
                keep: Any = None, byte_offset: int = 0):
     """A DLManagedTensorVersioned made by the checker (a producer of its own), for the import cases: returns
     (address, a function giving the number of deleter calls so far). `shape` or `strides` None: NULL.

@@ -494,11 +494,11 @@ def _import_case(shape: Optional[Tuple[int, ...]], strides: Optional[Tuple[int, 
         gc.collect()
         if calls() != 1:
             problems.append(f"one deleter call once the object died expected, {calls()} seen")
-        if problems:
+        if problems or expected is None:
             raise Fail("; ".join(problems))
         n = len(expected[1])
         elements = f"{n} element{'s' if n > 1 else ''} right" if n else "no elements"
-        return 1 + len(expected[1]), f"imported: shape {expected[0]}, {elements}; the deleter called once"
+        return 1 + n, f"imported: shape {expected[0]}, {elements}; the deleter called once"
 
     return case
 
@@ -667,7 +667,8 @@ def threads_concurrent_exports(ctx: Context) -> Passed:
         t.join()
     if failures:
         raise Fail(f"{len(failures)} disagreements, e.g. {'; '.join(sorted(set(failures))[:3])}")
-    return 8 * 20 * len(objs), f"8 threads x 20 rounds x {len(objs)} tensors agree (exports held, read after all were made)"
+    return 8 * 20 * len(objs), (f"8 threads x 20 rounds x {len(objs)} tensors agree (exports held, read after "
+                                f"all were made)")
 
 
 CaseFn = Callable[[Context], Passed]

@@ -81,10 +81,11 @@ def run_child(cmd: List[str], deadline: float, env: Optional[Dict[str, str]] = N
     after it exits."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             start_new_session=own_group)
-    chunks: Dict[int, List[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
+    pipes = [proc.stdout, proc.stderr]
+    chunks: Dict[int, List[bytes]] = {pipe.fileno(): [] for pipe in pipes if pipe is not None}
     selector = selectors.DefaultSelector()
-    for pipe in (proc.stdout, proc.stderr):
-        selector.register(pipe, selectors.EVENT_READ)
+    for fd in chunks:
+        selector.register(fd, selectors.EVENT_READ)
     timed_out, gone_at = False, None
     try:
         while True:
@@ -107,11 +108,12 @@ def run_child(cmd: List[str], deadline: float, env: Optional[Dict[str, str]] = N
                 if data:
                     chunks[key.fd].append(data)
                 else:
-                    selector.unregister(key.fileobj)
+                    selector.unregister(key.fd)
     finally:
         selector.close()
-        proc.stdout.close()
-        proc.stderr.close()
+        for pipe in pipes:
+            if pipe is not None:
+                pipe.close()
         proc.wait()
     out, err = (b"".join(chunks[fd]).decode(errors="replace") for fd in chunks)
     return Finished(out, err, proc.returncode, timed_out)
