@@ -2,7 +2,7 @@
 
 Each example is copied to a temporary directory and installed with
 `pip install --no-build-isolation --no-deps --target DIR` (no download, no change to the environment);
-the tests import it from DIR.
+the tests import it from DIR. examples/first_kernel is built by its build.sh, as the tutorial says.
 """
 import os
 import shutil
@@ -34,6 +34,35 @@ def install_once(example, tmp_path_factory):
     if example not in _INSTALLED:
         _INSTALLED[example] = pip_install(example, tmp_path_factory.mktemp(example))
     return _INSTALLED[example]
+
+
+FIRST_KERNEL_FILES = ["first_kernel.cpp", "first_kernel_nb.cpp", "CMakeLists.txt", "build.sh", "session.txt"]
+
+
+def first_kernel_env():
+    # `python` in build.sh is this interpreter, as it is the reader's after activating their environment.
+    return dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+                CMAKE_BUILD_PARALLEL_LEVEL="1")
+
+
+def build_first_kernel_once(tmp_path_factory):
+    """examples/first_kernel copied outside the checkout and built by its build.sh, once per test session
+    (tests/test_first_kernel.py and tests/test_stubs.py share it); returns the folder: first_kernel (pybind11)
+    is in it, first_kernel_nb (nanobind) in its build/. Skips where c++ or cmake is missing."""
+    import pytest
+
+    if "first_kernel" not in _INSTALLED:
+        missing = [tool for tool in ("c++", "cmake") if shutil.which(tool) is None]
+        if missing:
+            pytest.skip(f"{missing} not installed")
+        folder = tmp_path_factory.mktemp("first_kernel")
+        for name in FIRST_KERNEL_FILES:
+            shutil.copy(os.path.join(EXAMPLES, "first_kernel", name), folder / name)
+        res = subprocess.run(["bash", "build.sh"], cwd=folder, env=first_kernel_env(), capture_output=True,
+                             text=True, timeout=900)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        _INSTALLED["first_kernel"] = folder
+    return _INSTALLED["first_kernel"]
 
 
 def import_from(directory, name):

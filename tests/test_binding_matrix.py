@@ -123,9 +123,9 @@ def test_matrix(outcomes, flavour, prefix, form, kind):
     assert f"{prefix}_{form}(): incompatible function arguments" in message
     assert "expected" not in message
     if prefix in ("typed", "dtypes"):
-        assert "DLPackTensor, dict(dtype='float32', shape=(None,), writable=False)]" in message
+        assert "DLPackTensorOf[typing.Literal['float32']], dict(dtype='float32', shape=(None,), writable=False)]" in message
     if prefix == "dtypes":
-        assert "DLPackTensor, dict(dtype='float64', shape=(None,), writable=False)]" in message
+        assert "DLPackTensorOf[typing.Literal['float64']], dict(dtype='float64', shape=(None,), writable=False)]" in message
     if form in ("keyword", "none_default"):
         assert re.search(r"\bx: (typing\.)?(Optional\[)?(typing\.Annotated\[)?torch_dlpack_bridge\.typing\.DLPackTensor",
                          message), message  # py::arg / nb::arg names it

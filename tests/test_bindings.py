@@ -184,7 +184,7 @@ def test_a_parameters_error_names_the_parameters(ext):
     # The binding library names them from py::arg / nb::arg: no tdb::named needed for these errors.
     with pytest.raises(TypeError, match="axpy_" + INCOMPATIBLE) as info:
         ext.axpy_(1.0, torch.ones(3, dtype=torch.float64), torch.ones(3))
-    t = "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32'"
+    t = "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']], dict(dtype='float32'"
     assert f"x: {t}" in str(info.value) and f"y: {t}" in str(info.value)
 
 

@@ -7,36 +7,22 @@ session.txt as a doctest against each build: the outputs and error messages the 
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 import pytest
 
+from example_packages import FIRST_KERNEL_FILES as FILES, build_first_kernel_once, first_kernel_env as env
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "first_kernel")
 PAGE = os.path.join(REPO, "docs", "guides", "first-kernel.md")
-FILES = ["first_kernel.cpp", "first_kernel_nb.cpp", "CMakeLists.txt", "build.sh", "session.txt"]
 NANOBIND_IMPORT = ">>> import first_kernel_nb as first_kernel"
-
-
-def env():
-    # `python` in build.sh is this interpreter, as it is the reader's after activating their environment.
-    return dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
-                CMAKE_BUILD_PARALLEL_LEVEL="1")
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    missing = [tool for tool in ("c++", "cmake") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"{missing} not installed")
-    folder = tmp_path_factory.mktemp("first_kernel")
-    for name in FILES:
-        shutil.copy(os.path.join(EXAMPLE, name), folder / name)
-    res = subprocess.run(["bash", "build.sh"], cwd=folder, env=env(), capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return folder
+    return build_first_kernel_once(tmp_path_factory)
 
 
 def doctest(session, path):

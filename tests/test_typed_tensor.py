@@ -236,16 +236,24 @@ def test_checks_report_the_first_violation_in_order(m, x, exc, msg):
 T = "torch_dlpack_bridge.typing.DLPackTensor"  # what a tensor parameter is in a signature (and in a stub)
 
 
+def of(dtype):
+    """What a parameter of one dtype is: a type per dtype, so that overloads on dtype alone differ in type."""
+    return f"torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['{dtype}']]"
+
+
 def test_signatures_show_the_constraints(m):
     # As valid stub annotations (typing.Annotated, the constraints in the metadata as nanobind's stubgen writes them
     # for nb::ndarray), in docstrings and in the overload error's list.
-    assert f"(arg0: typing.Annotated[{T}, dict(dtype='float32', writable=True)]" in m.f32.__doc__.replace("arg: ", "arg0: ")
+    assert (f"(arg0: typing.Annotated[{of('float32')}, dict(dtype='float32', writable=True)]"
+            in m.f32.__doc__.replace("arg: ", "arg0: "))
     doc = m.all_of_them.__doc__
-    assert f"typing.Annotated[{T}, dict(dtype='float32', shape=(None, 3), order='C', device='cpu', writable=True)]" in doc
-    assert f"typing.Annotated[{T}, dict(dtype='float32', shape=(), writable=False)]" in m.rank0.__doc__
-    assert f"typing.Annotated[{T}, dict(dtype='float4_e2m1fn_x2', writable=True)]" in m.f4e2m1fn_x2.__doc__
-    assert f"typing.Annotated[{T}, dict(dtype='bfloat16', shape=(None,), writable=False)]" in m.dtype.__doc__
-    assert (f"typing.Annotated[{T}, dict(dtype='float32', shape=(None, None), order='C', writable=False)]"
+    assert (f"typing.Annotated[{of('float32')}, dict(dtype='float32', shape=(None, 3), order='C', device='cpu', "
+            "writable=True)]" in doc)
+    assert f"typing.Annotated[{of('float32')}, dict(dtype='float32', shape=(), writable=False)]" in m.rank0.__doc__
+    assert (f"typing.Annotated[{of('float4_e2m1fn_x2')}, dict(dtype='float4_e2m1fn_x2', writable=True)]"
+            in m.f4e2m1fn_x2.__doc__)
+    assert f"typing.Annotated[{of('bfloat16')}, dict(dtype='bfloat16', shape=(None,), writable=False)]" in m.dtype.__doc__
+    assert (f"typing.Annotated[{of('float32')}, dict(dtype='float32', shape=(None, None), order='C', writable=False)]"
             in m.order.__doc__)
     # Issue 40.4: a typed parameter always says whether it is written (a written one refuses read-only and
     # expanded tensors); only an untyped one (tdb::TensorView) is the bare type.
@@ -255,7 +263,8 @@ def test_signatures_show_the_constraints(m):
     assert f"(arg0: {T}" in views and "Annotated" not in views
     with pytest.raises(TypeError, match=r"incompatible function arguments") as info:
         m.rank("not a tensor")
-    assert f"typing.Annotated[{T}, dict(dtype='float32', shape=(None, 3), writable=False)]" in str(info.value)
+    assert (f"typing.Annotated[{of('float32')}, dict(dtype='float32', shape=(None, 3), writable=False)]"
+            in str(info.value))
 
 
 def test_several_bad_arguments_give_one_type_error(m):
@@ -294,7 +303,8 @@ def test_dispatch_by_dtype(m):
             m.dtype(x)
         assert type(info.value) is TypeError and "expected" not in str(info.value)
         for name in ("float32", "float64", "int64", "bfloat16"):
-            assert f"typing.Annotated[{T}, dict(dtype='{name}', shape=(None,), writable=False)]" in str(info.value)
+            assert (f"typing.Annotated[{of(name)}, dict(dtype='{name}', shape=(None,), writable=False)]"
+                    in str(info.value))
 
 
 def test_a_violation_goes_to_the_next_overload(m):

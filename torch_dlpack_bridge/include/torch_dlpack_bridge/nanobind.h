@@ -49,8 +49,8 @@
  *
  * Signatures (docstrings, errors, and so the stubs `python -m nanobind.stubgen` writes), as in pybind11.h: a
  * tensor parameter is `torch_dlpack_bridge.typing.DLPackTensor`, a typed one `typing.Annotated[
- * torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32', ...)]`, a returned tensor `typing.Any` or
- * `typing.Annotated[typing.Any, dict(...)]`.
+ * torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']], dict(dtype='float32', ...)]`, a returned
+ * tensor `typing.Any` or `typing.Annotated[typing.Any, dict(...)]`.
  *
  * Errors: a `tdb::Error` thrown by the function becomes its Python exception (TypeError, ValueError,
  * BufferError, ...), through an exception translator, once in each extension module that includes this header,
@@ -210,8 +210,9 @@ template <class V, class... Ts>
 class NanobindTypedArg : public NanobindHeld<V> {
  public:
   /*!
-   * \brief e.g. "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32', shape=(None, 3),
-   * order='C', device='cuda')]" in signatures and errors: a valid annotation for nanobind's stubgen.
+   * \brief e.g. "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']],
+   * dict(dtype='float32', shape=(None, 3), order='C', device='cuda', writable=True)]" in signatures and errors: a
+   * valid annotation for nanobind's stubgen.
    */
   static constexpr auto Name = nanobind::detail::const_name(Signature<Ts...>::value.text);
   template <typename U>

@@ -51,7 +51,8 @@
  *
  * Signatures (docstrings, errors, and so the stubs pybind11-stubgen writes): a tensor parameter is
  * `torch_dlpack_bridge.typing.DLPackTensor` (what a caller passes: any object with `__dlpack__`), a typed one
- * `typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32', shape=(None,), ...)]`, a
+ * `typing.Annotated[torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']], dict(dtype='float32',
+ * shape=(None,), ...)]`, a
  * returned tensor `typing.Any` or `typing.Annotated[typing.Any, dict(...)]` (the producer's type).
  *
  * Errors: a `tdb::Error` thrown by the function becomes its Python exception (TypeError, ValueError,
@@ -218,8 +219,9 @@ class type_caster<tdb::Tensor<Ts...>> {
 
  public:
   /*!
-   * \brief e.g. "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32', shape=(None, 3),
-   * order='C', device='cuda')]" in signatures and errors: a valid annotation for pybind11-stubgen's stubs.
+   * \brief e.g. "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']],
+   * dict(dtype='float32', shape=(None, 3), order='C', device='cuda', writable=True)]" in signatures and errors: a
+   * valid annotation for pybind11-stubgen's stubs.
    */
   static constexpr auto name = const_name(tdb::detail::Signature<Ts...>::value.text);
   template <typename T>

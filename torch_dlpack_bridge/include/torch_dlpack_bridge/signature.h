@@ -91,16 +91,21 @@ struct SignatureWriter {
 };
 /*! \brief What a tensor parameter is in a signature: a Python type a stub can use (torch_dlpack_bridge/typing.py). */
 constexpr const char kSignatureTensor[] = "torch_dlpack_bridge.typing.DLPackTensor";
+/*! \brief A parameter of one dtype: DLPackTensorOf[typing.Literal['float32']], a type of its own per dtype, so that
+ *  overloads on dtype (Tensor<float> / Tensor<double>) differ in type, not only in metadata, which type checkers
+ *  ignore (mypy: "signature 2 will never be matched"). */
+constexpr const char kSignatureTensorOf[] = "torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['";
 /*! \brief What a returned tensor is in a signature: the producer's tensor type, which no stub can name. */
 constexpr const char kSignatureResult[] = "typing.Any";
 
 /*!
  * \brief The type of a tensor parameter (or, with Output, of a returned tensor) in Python signatures, docstrings
  * and overload errors, as a valid stub annotation (pybind11-stubgen and nanobind's stubgen copy it into the
- * .pyi): "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor, dict(dtype='float32', shape=(None, 3),
- * order='C', device='cuda', writable=False)]", the constraints in the metadata as nanobind's stubgen writes
- * them for its nb::ndarray. A parameter always says whether it is written (writable=True: it refuses read-only
- * and expanded tensors; writable=False: it takes them), so even Tensor<> is annotated. A returned tensor is
+ * .pyi): "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']],
+ * dict(dtype='float32', shape=(None, 3), order='C', device='cuda', writable=False)]", the constraints in the
+ * metadata as nanobind's stubgen writes them for its nb::ndarray (the dtype in the type too: kSignatureTensorOf).
+ * A parameter always says whether it is written (writable=True: it refuses read-only and expanded tensors;
+ * writable=False: it takes them), so even Tensor<> is annotated. A returned tensor is
  * "typing.Annotated[typing.Any, dict(dtype=..., order='C', ...)]": the producer's tensor type (a torch.Tensor,
  * a paddle.Tensor) is only known at run time.
  */
@@ -109,7 +114,13 @@ constexpr void write_signature(SignatureWriter& w) {
   const bool c = Output || std::is_same<typename Spec::Order, c_contig>::value;
   const bool f = std::is_same<typename Spec::Order, f_contig>::value;
   w.put("typing.Annotated[");
-  w.put(Output ? kSignatureResult : kSignatureTensor);
+  if constexpr (!Output && Spec::kHasDtype) {
+    w.put(kSignatureTensorOf);
+    w.put(signature_dtype(dtype_traits<std::remove_const_t<typename Spec::Element>>::value));
+    w.put("']]");
+  } else {
+    w.put(Output ? kSignatureResult : kSignatureTensor);
+  }
   w.put(", dict(");
   const char* sep = "";
   if constexpr (Spec::kHasDtype) {
