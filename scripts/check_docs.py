@@ -50,7 +50,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAIN_PAGES = ["index.html", "getting-started.html", "guides/first-kernel.html", "how-it-works.html",
               "guides/kernel-authors.html", "reference/cpp/tensor.html", "reference/cpp/output.html",
               "guides/build-cache.html", "reference/cpp.html", "reference/python.html", "benchmarks.html",
-              "guarantees.html", "support.html"]
+              "guarantees.html", "support.html", "conformance.html"]
 SKIP_DIRS = ("_static", "_images", "_sources", "_downloads")
 MAX_CODE_COLUMNS = 90
 # Screenshot and table-measurement widths: a laptop's and a phone's.
