@@ -86,10 +86,10 @@ importing_thread = None
 
 def _publish():
     """Publishes the table, or says why not; never raises: returns the BaseException (Ctrl-C) that interrupted
-    it, if any, for exec_module to pass on. An ImportError carrying a `notice` is printed as
-    that one line, or not at all when it is None: the package's own once-per-torch notices (torch keeps its
-    table and no library of the package is ready; no build can start) and the silence after a build that failed
-    before (the process whose build failed said so)."""
+    it, if any, for exec_module to pass on. An ImportError carrying a `notice` is printed as that one line, or
+    not at all when it is None: the package's own once-per-torch notices (torch keeps its table and no library
+    of the package is ready; no build can start) and the silence after a build that failed before (the process
+    whose build failed said so)."""
     global importing_thread
     try:
         importing_thread = _thread.get_ident()
