@@ -15,7 +15,7 @@ from typing import Dict, List, Tuple
 
 # Page (docs/reference/cpp/<page>.md) -> the headers it shows, in the order a kernel author needs them.
 PAGES = {
-    "tensor": ["tensor.h", "dtypes.h", "annotations.h", "accessors.h", "signature.h"],
+    "tensor": ["tensor.h", "dtypes.h", "annotations.h", "accessors.h", "signature.h", "autograd.h"],
     "output": ["output.h"],
     "consumer": ["consumer.h", "view.h", "managed.h", "errors.h", "checks.h", "allocate.h", "dltensor.h",
                  "table.h", "protocol.h", "names.h", "config.h"],

@@ -195,6 +195,95 @@ def test_writability(m):
     assert m.ro_any_dtype(ro) is True and m.ro_any_dtype(torch.ones(2, dtype=torch.int8)) is False
 
 
+# ----------------------------------------------------------------------------- writes and autograd (issue 38.7)
+
+
+@pytest.fixture(params=["pybind11", "nanobind", "raw"])
+def scale_(request, typed_modules):
+    """scale_(x, a), x a written Tensor<float, device::cpu>: through either caster, or Tensor's constructor (raw)."""
+    module = typed_modules["pybind11" if request.param == "raw" else request.param]
+    return request.param, module.raw_scale_ if request.param == "raw" else module.scale_
+
+
+def refuses_write(scale_, x, torch_message):
+    """scale_(x, 2) is refused and x left as it was: the raw flavour raises torch's RuntimeError with its message
+    (named), a caster's parameter does not match (the binding library's TypeError)."""
+    flavour, fn = scale_
+    before, version = x.detach().clone(), x._version
+    if flavour == "raw":
+        with pytest.raises(RuntimeError, match="^argument 'x': " + torch_message) as info:
+            fn(x, 2.0)
+    else:
+        with pytest.raises(TypeError, match="scale_" + INCOMPATIBLE) as info:
+            fn(x, 2.0)
+    assert type(info.value) in (RuntimeError, TypeError)
+    assert torch.equal(x.detach(), before) and x._version == version
+
+
+def test_a_leaf_that_requires_grad_is_refused_as_torch_refuses_it(scale_):
+    x = torch.ones(3, requires_grad=True)
+    message = "a leaf Variable that requires grad is being used in an in-place operation"
+    with pytest.raises(RuntimeError, match=message):
+        x.detach().requires_grad_().mul_(2)  # torch's own in-place op: the oracle
+    refuses_write(scale_, x, message)
+    refuses_write(scale_, torch.nn.Parameter(torch.ones(2)), message)
+
+
+def test_a_non_leaf_that_requires_grad_is_refused_in_grad_mode(scale_):
+    """torch records its own in-place op in the graph; a kernel's write it cannot record, so the gradient would be
+    silently wrong: refused (in torch.no_grad() it is allowed, below)."""
+    x = torch.ones(3, requires_grad=True)
+    refuses_write(scale_, x * 1, "a tensor that requires grad is written by a kernel autograd cannot see")
+    refuses_write(scale_, x[1:], "a tensor that requires grad is written by a kernel autograd cannot see")
+
+
+@pytest.mark.parametrize("make", [lambda x: x * 1, lambda x: x], ids=["non-leaf", "leaf"])
+def test_a_write_under_no_grad_bumps_the_version_as_torch_does(scale_, make):
+    """Under torch.no_grad() torch writes tensors that require grad (an optimizer's step) and bumps their version,
+    so a backward that needs the old values raises: the kernel's write is seen the same way."""
+    _, fn = scale_
+    results = []
+    for write in (lambda y: y.mul_(3.0), lambda y: fn(y, 3.0)):  # torch's in-place op, then the kernel
+        x = torch.ones(3, requires_grad=True)
+        y = make(x)
+        z = (y * y).sum()  # saves y for backward
+        version = y._version
+        with torch.no_grad():
+            write(y)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation") as info:
+            z.backward()
+        results.append((y.detach().tolist(), y._version - version, str(info.value).split(";")[0]))
+    assert results[0] == results[1] and results[1][:2] == ([3.0, 3.0, 3.0], 1)
+
+
+def test_an_inference_tensor_is_written(scale_):
+    """torch refuses its own in-place ops on an inference tensor outside inference mode; no gradient can depend on
+    one (torch refuses to save it for backward), so a kernel writes it."""
+    _, fn = scale_
+    with torch.inference_mode():
+        x = torch.ones(3)
+    fn(x, 2.0)
+    assert x.tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+        x * torch.ones(3, requires_grad=True)
+
+
+def test_tensors_without_grad_are_written_without_a_version_bump(scale_):
+    _, fn = scale_
+    x = torch.ones(3)
+    fn(x, 2.0)
+    assert x.tolist() == [2.0, 2.0, 2.0] and x._version == 0
+    a = np.ones(2, dtype=np.float32)
+    fn(a, 4.0)
+    assert a.tolist() == [4.0, 4.0]
+
+
+def test_a_read_only_parameter_takes_a_tensor_that_requires_grad(m):
+    x = torch.ones(2, 3, requires_grad=True)
+    assert m.sum_ro(x) == 6.0 and x._version == 0
+    assert m.writable_or_not(torch.ones(3, requires_grad=True)) == "read-only"  # the overload that only reads
+
+
 # ----------------------------------------------------------------------------- re-entrant producers
 
 

@@ -142,6 +142,23 @@ void def_both(Module& m, const std::string& name, F f) {
   m.def((name + "_body").c_str(), [f](tdb::TensorView v) { return f(T(std::move(v))); });
 }
 
+#if !defined(TDB_USE_NANOBIND)
+// The raw flavour (no binding library): scale_(x, a) as a METH_FASTCALL function whose parameter is made by
+// Tensor's constructor, which raises the precise refusal (writes and autograd, issue 38.7).
+PyObject* raw_scale_(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  return tdb::guard([&]() -> PyObject* {
+    if (n != 2) throw tdb::Error(PyExc_TypeError, "raw_scale_(x, a): 2 arguments");
+    const double a = PyFloat_AsDouble(args[1]);
+    if (a == -1.0 && PyErr_Occurred()) throw tdb::Error::pending();
+    Tensor<float, tdb::device::cpu> x(args[0], "x");
+    tdb::for_each_offset(x.dl(), [&](int64_t, int64_t off) { x.data()[off] *= static_cast<float>(a); });
+    Py_RETURN_NONE;
+  });
+}
+PyMethodDef kRawScale{"raw_scale_", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(raw_scale_)),
+                      METH_FASTCALL, nullptr};
+#endif
+
 }  // namespace
 
 TDB_TEST_MODULE(TDB_MODULE, m) {
@@ -176,6 +193,9 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
     for (int64_t i = 0; i < v.size(0); ++i)
       for (int64_t j = 0; j < v.size(1); ++j) v(i, j) *= a;
   });
+#if !defined(TDB_USE_NANOBIND)
+  m.attr("raw_scale_") = py::reinterpret_steal<py::object>(PyCFunction_New(&kRawScale, nullptr));
+#endif
   m.def("sum_ro", [](Tensor<const float, tdb::ndim<2>> x) {
     auto v = x.view();
     double total = 0;

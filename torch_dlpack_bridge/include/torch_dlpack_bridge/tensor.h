@@ -52,7 +52,10 @@
  * array, through `__dlpack__`) is, and a non-const parameter refuses it. A non-const parameter also refuses a
  * tensor with a dimension of size > 1 and stride 0 (`torch.ones(3).expand(2, 3)`: a kernel writing it would
  * write each element twice), as torch's in-place operations do; other overlapping strides are not detected.
- * Read-only parameters take expanded tensors; a size-1 dimension may have any stride.
+ * Read-only parameters take expanded tensors; a size-1 dimension may have any stride. And a non-const parameter
+ * follows torch's autograd as its in-place operations do (autograd.h): in grad mode it refuses a tensor that
+ * requires grad (RuntimeError where tdb raises it, as torch does), under torch.no_grad() it takes it and bumps
+ * its version counter. That costs one attribute read per written parameter.
  */
 #ifndef TORCH_DLPACK_BRIDGE_TENSOR_H_
 #define TORCH_DLPACK_BRIDGE_TENSOR_H_
@@ -64,6 +67,7 @@
 
 #include "torch_dlpack_bridge/accessors.h"
 #include "torch_dlpack_bridge/annotations.h"
+#include "torch_dlpack_bridge/autograd.h"
 #include "torch_dlpack_bridge/config.h"
 #include "torch_dlpack_bridge/consumer.h"
 #include "torch_dlpack_bridge/dtypes.h"
@@ -206,6 +210,8 @@ class Tensor : public TensorView {
       if constexpr (!CContig && !FContig) {
         if (detail::expanded(Rank >= 0 ? Rank : t.ndim, t.shape, t.strides)) return false;
       }
+      // Last, as it has an effect: a tensor that autograd lets the kernel write gets its version bumped.
+      if (detail::autograd_refuses_write(v.object())) return false;
     }
     return true;
   }
@@ -298,6 +304,9 @@ class Tensor : public TensorView {
                                       "(strides " + shape_str(t.ndim, t.strides) + " for shape " +
                                       shape_str(t.ndim, t.shape) + "; an expanded tensor): pass a copy, "
                                       "or declare the parameter read-only (const T or tdb::ro)");
+      // torch's RuntimeError, as its own in-place operations raise it (autograd.h).
+      if (const char* why = detail::autograd_refuses_write(v.object()))
+        throw Error(PyExc_RuntimeError, detail::arg(name) + why);
     }
     throw Error(PyExc_RuntimeError, detail::arg(name) + "violates " + describe());  // not reached
   }

@@ -39,7 +39,7 @@ class TensorView {
    * (nullptr: through `obj.__dlpack__()`). For type casters that have looked the table up already.
    */
   TDB_ALWAYS_INLINE TensorView(PyObject* obj, const DLPackExchangeAPI* api, const char* name)
-      : name_(name), api_(api) {
+      : obj_(obj), name_(name), api_(api) {
     if (api_ && api_->dltensor_from_py_object_no_sync) {  // the fast path: no allocation, no reference
       if (api_->dltensor_from_py_object_no_sync(obj, &t_) != 0) detail::throw_pending(name);
     } else {
@@ -60,6 +60,8 @@ class TensorView {
   const DLTensor& dl() const { return t_; }
   /*! \brief The argument name used in errors. */
   const char* name() const { return name_; }
+  /*! \brief The Python object described (borrowed: valid as long as the view), e.g. for autograd's checks. */
+  PyObject* object() const { return obj_; }
   /*!
    * \brief Renames the argument for later error messages (`name` is borrowed: use a string literal).
    * For views made by a binding library's type caster, which cannot know the parameter's name.
@@ -100,6 +102,7 @@ class TensorView {
 
  private:
   DLTensor t_{};
+  PyObject* obj_;
   const char* name_;
   const DLPackExchangeAPI* api_;
   ManagedTensor owned_;
