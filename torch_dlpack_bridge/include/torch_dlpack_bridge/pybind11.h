@@ -117,7 +117,7 @@ namespace detail {
 #if PYBIND11_VERSION_MAJOR >= 3 && !defined(Py_LIMITED_API)
 /*! \brief pybind11's dispatcher (protected in cpp_function), the entry point of this module's functions. */
 struct TDB_MODULE_LOCAL Pybind11Dispatcher : pybind11::cpp_function {  // hidden, as pybind11 is
-  static PyObject* call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  TDB_ALWAYS_INLINE static PyObject* call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
     return dispatcher(self, args, nargsf, kwnames);
   }
   static bool is(PyCFunction meth) { return meth == reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&dispatcher)); }

@@ -72,10 +72,13 @@ inline std::string without_argument(std::string why) {
   return why;
 }
 
-/*! \brief Notes `obj` in this thread's open record; `why()` is asked for only then. Never throws. */
+/*! \brief True while this module explains a call, on any thread: the one test of the casters' accepted path. */
+inline bool explaining_any() noexcept { return explaining().load(std::memory_order_relaxed) != 0; }
+
+/*! \brief Notes `obj` in this thread's open record, if any; `why()` is asked for only then. Never throws. Out of
+ *  line: the casters' accepted path stays as lean as before. */
 template <class F>
-void note(PyObject* obj, const char* param, F&& why) noexcept {
-  if (explaining().load(std::memory_order_relaxed) == 0) return;  // every call that is not being explained
+TDB_NOINLINE void note(PyObject* obj, const char* param, F&& why) noexcept {
   RefusalRecord* record = refusal_record();
   if (!record) return;
   try {
@@ -85,12 +88,13 @@ void note(PyObject* obj, const char* param, F&& why) noexcept {
 }
 /*! \brief A caster took `obj`: true, after noting it while explaining (a variant's next alternative may take
  *  what the first refused; such a tensor is not blamed). */
-inline bool taken(PyObject* obj, const char* param) noexcept {
-  note(obj, param, [] { return std::string(); });
+TDB_ALWAYS_INLINE inline bool taken(PyObject* obj, const char* param) noexcept {
+  if (explaining_any()) note(obj, param, [] { return std::string(); });
   return true;
 }
 /*! \brief A caster refused `obj`, which is not a tensor: false, after noting it. */
 inline bool refused_non_tensor(PyObject* obj, const char* param) noexcept {
+  if (!explaining_any()) return false;
   note(obj, param, [obj] {
     return std::string("expected a tensor, got ") + (PyType_Check(obj) ? "the class '" : "'") +
            (PyType_Check(obj) ? reinterpret_cast<PyTypeObject*>(obj)->tp_name : Py_TYPE(obj)->tp_name) + "'";
@@ -101,6 +105,7 @@ inline bool refused_non_tensor(PyObject* obj, const char* param) noexcept {
  *  `Value::check` words it (any refusal a constraint adds is picked up). */
 template <class Value, class View>
 void note_violation(PyObject* obj, const char* param, const View& v) noexcept {
+  if (!explaining_any()) return;
   note(obj, param, [&v]() -> std::string {
     try {
       Value::check(v);
@@ -114,16 +119,17 @@ void note_violation(PyObject* obj, const char* param, const View& v) noexcept {
 /*!
  * \brief For the binding casters: runs `fill` (which makes the caster's value); a refusal (any exception: the
  * producer's, a data-less tensor's) is noted with its message while explaining, its Python exception dropped,
- * and false lets the binding library try the next overload or raise its own TypeError. Never throws.
+ * and false lets the binding library try the next overload or raise its own TypeError. Never throws. Inlined
+ * (as the view's constructors are): a call here costs about as much as the checks.
  */
 template <class F>
-bool fill_or_note(F&& fill, PyObject* obj, const char* param) noexcept {
+TDB_ALWAYS_INLINE inline bool fill_or_note(F&& fill, PyObject* obj, const char* param) noexcept {
   if (guard([&fill]() -> PyObject* {
         fill();
         return Py_None;  // borrowed: only a success marker
       }))
     return true;
-  note(obj, param, [] {
+  if (explaining_any()) note(obj, param, [] {
     PyObject* exc = fetch_exception();
     PyObject* text = exc ? PyObject_Str(exc) : nullptr;
     const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
@@ -351,7 +357,7 @@ TDB_NOINLINE inline PyObject* dispatch_aside(const Dispatch& d) {
 }
 
 /*! \brief A wrapped function's call: the library's dispatch, explained when it fails (one test when it does not). */
-inline PyObject* dispatch_explained(const Dispatch& d) {
+TDB_ALWAYS_INLINE inline PyObject* dispatch_explained(const Dispatch& d) {
   if (explaining().load(std::memory_order_relaxed) != 0) return dispatch_aside(d);
   PyObject* result = d();
   return result ? result : explain(d);
