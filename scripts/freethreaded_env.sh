@@ -53,7 +53,7 @@ EOF
   make -s -j"$(nproc)" >/dev/null
   make -s install >/dev/null
   "$python" -m ensurepip >/dev/null
-  rm -rf "$src"
+  cd "$cache" && rm -rf "$src"  # not from inside it: pip fails in a deleted working directory
 fi
 "$python" -c 'import sys; assert not sys._is_gil_enabled(), "not a free-threaded build"'
 
