@@ -22,7 +22,9 @@
  * mutates_args), which does it.
  *
  * Cost: one attribute read (`requires_grad`, no exception when there is none: NumPy arrays and other
- * producers) per written parameter; the rest runs only for tensors that require grad.
+ * producers) per written parameter, about 40 ns for a torch.Tensor (the typed view itself costs about 10), and
+ * microseconds for a subclass with its own __torch_function__, which torch calls for the attribute; the rest
+ * runs only for tensors that require grad.
  */
 #ifndef TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
 #define TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
