@@ -199,6 +199,19 @@ def test_threads_calling_refused_and_accepted_calls_at_once(m):
     assert not failures, failures[0]
 
 
+def test_a_body_that_lets_another_functions_overload_error_through_runs_once(m):
+    calls = []
+
+    def callback():
+        calls.append(1)
+        m.c_plain(torch.ones(8), 2.0)
+
+    with pytest.raises(TypeError, match=r"^c_plain\(\): incompatible function arguments") as info:
+        m.relay(callback)
+    assert calls == [1]  # relay's own dispatch took the call: nothing to explain, nothing run twice
+    assert reasons(str(info.value)) == ["    overload 1: argument 'x': expected 2 dimension(s), got 1"]
+
+
 class Reentrant:
     """A producer without a table whose __dlpack__ first calls a kernel with a refused tensor, as a re-entrant
     producer may while the outer call's refusals are being noted."""

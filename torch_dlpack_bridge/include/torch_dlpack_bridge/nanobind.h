@@ -119,10 +119,20 @@ TDB_MODULE_LOCAL inline std::atomic<Vectorcall>* nanobind_entries() {
   static std::atomic<Vectorcall> entries[kNanobindEntries] = {};
   return entries;
 }
+/*! \brief A nanobind function's `__name__`, as its overload error starts with it ("" if it has none). */
+inline std::string nanobind_function_name(PyObject* f) {
+  PyObject* name = PyObject_GetAttrString(f, "__name__");
+  const char* utf8 = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : nullptr;
+  std::string out = utf8 ? utf8 : "";
+  Py_XDECREF(name);
+  PyErr_Clear();
+  return out;
+}
 /*! \brief What a wrapped function's vectorcall slot holds instead of entry I (see refusals.h). */
 template <int I>
 PyObject* nanobind_explained(PyObject* f, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  return dispatch_explained(Dispatch{nanobind_entries()[I].load(std::memory_order_relaxed), f, args, nargsf, kwnames});
+  return dispatch_explained(Dispatch{nanobind_entries()[I].load(std::memory_order_relaxed), f, args, nargsf, kwnames,
+                                     &nanobind_function_name});
 }
 /*!
  * \brief Wraps `f` if it is a nanobind function (any module's: the wrapper calls whatever entry point it had):

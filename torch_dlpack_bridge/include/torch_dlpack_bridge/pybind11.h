@@ -121,10 +121,15 @@ struct TDB_MODULE_LOCAL Pybind11Dispatcher : pybind11::cpp_function {  // hidden
     return dispatcher(self, args, nargsf, kwnames);
   }
   static bool is(PyCFunction meth) { return meth == reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&dispatcher)); }
+  static std::string name(PyObject* self) {  // the function record's, as the overload error starts with it
+    const pybind11::detail::function_record* record = pybind11::detail::function_record_ptr_from_PyObject(self);
+    return record && record->name ? record->name : "";
+  }
 };
 /*! \brief What a wrapped function's PyMethodDef calls instead of the dispatcher (see refusals.h). */
 inline PyObject* pybind11_explained(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  return dispatch_explained(Dispatch{&Pybind11Dispatcher::call, self, args, static_cast<size_t>(nargs), kwnames});
+  return dispatch_explained(
+      Dispatch{&Pybind11Dispatcher::call, self, args, static_cast<size_t>(nargs), kwnames, &Pybind11Dispatcher::name});
 }
 /*!
  * \brief Wraps `f` if it is a function of this module's pybind11: its PyMethodDef (pybind11's own, one per

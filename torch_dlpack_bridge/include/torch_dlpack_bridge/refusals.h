@@ -296,13 +296,14 @@ inline void add_reasons(PyObject* error, const RefusalRecord& record, PyObject* 
   PyErr_Clear();
 }
 
-/*! \brief A binding library's dispatch of one call: `fn(callee, args, nargsf, kwnames)`. */
+/*! \brief A binding library's dispatch of one call: `fn(callee, args, nargsf, kwnames)`, and the function's name. */
 struct Dispatch {
   PyObject* (*fn)(PyObject*, PyObject* const*, size_t, PyObject*);
   PyObject* callee;
   PyObject* const* args;
   size_t nargsf;
   PyObject* kwnames;
+  std::string (*name)(PyObject* callee);  //!< asked only when the call failed
   PyObject* operator()() const { return fn(callee, args, nargsf, kwnames); }
 };
 
@@ -317,7 +318,10 @@ TDB_NOINLINE inline PyObject* explain(const Dispatch& d) {
   PyObject* text = error && Py_TYPE(error) == reinterpret_cast<PyTypeObject*>(PyExc_TypeError)
                        ? PyObject_Str(error) : nullptr;
   const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
-  const bool overloads = utf8 && std::strstr(utf8, "(): incompatible ") != nullptr;
+  // This function's own overload error: one that its body let through (another function's, with its own
+  // arguments) must not make the body run again.
+  const std::string name = d.name(d.callee), own = name + "(): incompatible ";
+  const bool overloads = utf8 && !name.empty() && std::strncmp(utf8, own.c_str(), own.size()) == 0;
   Py_XDECREF(text);
   PyErr_Clear();
   if (!overloads) {
