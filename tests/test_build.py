@@ -69,3 +69,37 @@ def test_the_end_of_a_build_does_not_wait_for_a_process_holding_the_watchdogs_pi
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_ctrl_c_whose_signal_lands_on_another_thread_still_stops_the_build_at_once(tmp_path, monkeypatch):
+    """The kernel may deliver SIGINT to any thread; CPython raises the KeyboardInterrupt in the main thread, but
+    only once that thread wakes. The build's main thread waits for its compilers in short steps, so the
+    interrupt comes at once (it came once the compilers ended: here 60 s; a hung one, the build's time limit)."""
+    import signal
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("a.cpp", "b.cpp"):
+        (src / name).write_text("")
+    pids = tmp_path / "pids"
+    compiler = tmp_path / "fake-c++"
+    compiler.write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 60\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    target = _build.TorchTarget(version="2.13.0", cxx11_abi=True, rocm=False, root=str(tmp_path))
+
+    def interrupt_from_this_thread():
+        deadline = time.monotonic() + 120
+        while not pids.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, whatever runs pytest
+    try:
+        threading.Thread(target=interrupt_from_this_thread, daemon=True).start()
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            _build.compile_table(target, str(tmp_path / "out" / "lib.so"), jobs=2, src=str(src))
+        assert time.monotonic() - start < 30
+    finally:
+        signal.signal(signal.SIGINT, previous)

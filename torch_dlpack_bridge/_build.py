@@ -191,7 +191,7 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
     the parent's death), the compilers are stopped and the temporary folder removed, with the folders in
     `scratch` (see Commands)."""
     import tempfile
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
     cxx = find_compiler()
     if cxx is None:
@@ -214,9 +214,15 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
 
         pool = ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1)
         try:
-            checked = pool.submit(check_declarations)
-            objects = list(pool.map(compile_one, sources))
-            checked.result()
+            futures = [pool.submit(check_declarations)] + [pool.submit(compile_one, source) for source in sources]
+            # Short waits, not one without a limit: a Ctrl-C whose signal lands on another thread, or just before
+            # this thread blocks, is only raised once this thread wakes (it once waited for the compilers).
+            pending = futures
+            while pending:
+                done, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
+                for future in done:
+                    future.result()  # raises a command's failure
+            objects = [future.result() for future in futures[1:]]
         except BaseException:  # a failure, or Ctrl-C: the compilers still running are stopped, not waited for
             commands.stop_all()
             raise
