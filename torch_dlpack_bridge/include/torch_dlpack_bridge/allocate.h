@@ -92,14 +92,14 @@ inline AllocationFault allocation_fault(const DLTensor& t, int32_t ndim, const i
     case AllocationFault::kRank: got = std::to_string(t.ndim) + " dimension(s)"; break;
     case AllocationFault::kNoShape: got = "a NULL shape or strides"; break;
     case AllocationFault::kShape: got = "shape " + shape_str(t.ndim, t.shape); break;
-    case AllocationFault::kDtype: got = dtype_name(t.dtype); break;
-    case AllocationFault::kDevice: got = "allocated on " + device_name(t.device); break;
+    case AllocationFault::kDtype: got = "dtype " + dtype_name(t.dtype); break;
+    case AllocationFault::kDevice: got = "a tensor on " + device_name(t.device); break;
     case AllocationFault::kStrides: got = "strides " + shape_str(t.ndim, t.strides); break;
     default: got = "no data (NULL) for " + std::to_string(numel(t)) + " element(s)"; break;
   }
   throw Error(PyExc_BufferError, "producer allocator returned a tensor other than the one requested (" +
                                      dtype_name(dtype) + " " + shape_str(ndim, shape) + " on " +
-                                     device_name(device) + ", row-major): " + got);
+                                     device_name(device) + ", row-major), got " + got);
 }
 }  // namespace detail
 
