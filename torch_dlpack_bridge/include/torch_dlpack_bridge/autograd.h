@@ -11,7 +11,9 @@
  *    op in the graph and a kernel's write it cannot record: the gradient would be that of the values before;
  *  - under torch.no_grad() or torch.inference_mode() (an optimizer's step), a tensor that requires grad: written,
  *    and its version counter bumped as torch's in-place ops bump it (torch.autograd.graph.increment_version), so
- *    a backward that saved the old values raises "modified by an inplace operation" instead of using new ones;
+ *    a backward that saved the old values raises "modified by an inplace operation" instead of using new ones
+ *    (when the argument is taken, before the kernel runs; an overloaded function's two passes may bump it twice,
+ *    which torch's documentation of increment_version calls harmless);
  *  - an inference tensor: written. torch refuses its own in-place ops on one outside inference mode, but it has
  *    no version counter and torch refuses to save it for backward, so no gradient can depend on its values.
  *
