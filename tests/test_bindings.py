@@ -193,7 +193,7 @@ def test_non_tensor_gives_the_signature_type_error(ext, bad):
     with pytest.raises(TypeError, match=r"incompatible function arguments") as info:
         ext.axpy_(1.0, bad, torch.ones(2))
     # the accepted signature is listed, with the typed parameters' constraints (tdb::Tensor<...>)
-    t = "torch_dlpack_bridge.typing.DLPackTensor"
+    t = "torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']]"
     assert (f"x: typing.Annotated[{t}, dict(dtype='float32', shape=(None,), device='cpu', writable=False)], "
             f"y: typing.Annotated[{t}, dict(dtype='float32', shape=(None,), order='C', device='cpu', writable=True)]"
             ) in str(info.value)
