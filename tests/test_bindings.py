@@ -9,6 +9,7 @@ error translator of every module.
 """
 import gc
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -186,6 +187,17 @@ def test_a_parameters_error_names_the_parameters(ext):
         ext.axpy_(1.0, torch.ones(3, dtype=torch.float64), torch.ones(3))
     t = "typing.Annotated[torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']], dict(dtype='float32'"
     assert f"x: {t}" in str(info.value) and f"y: {t}" in str(info.value)
+
+
+def test_a_refused_tensor_gets_the_reason_that_readme_shows(ext):
+    """The examples end with tdb::explain_refusals(m): their TypeError ends with the reason README.md shows."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as f:
+        readme = f.read()
+    shown = re.search(r"```text\n(Why the tensor arguments were refused:\n.*?)\n```", readme, re.S).group(1)
+    assert "`axpy_(2.0, torch.ones(3, dtype=torch.float16), torch.ones(3))`" in readme
+    with pytest.raises(TypeError, match="axpy_" + INCOMPATIBLE) as info:
+        ext.axpy_(2.0, torch.ones(3, dtype=torch.float16), torch.ones(3))
+    assert str(info.value).endswith("\n\n" + shown)
 
 
 @pytest.mark.parametrize("bad", [[1.0, 2.0], None, 3.0, "tensor"])

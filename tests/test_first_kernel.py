@@ -65,3 +65,20 @@ def test_sources_differ_only_in_the_binding_lines():
         nb = f.read().splitlines()
     differing = [(a, b) for a, b in zip(pyb, nb) if a != b]
     assert len(pyb) == len(nb) and len(differing) <= 8, differing
+
+
+def test_page_shows_the_refusal_that_the_nanobind_build_raises(built):
+    """The page's "Read an error" message, but for its wrapped signatures: the reasons that the modules' last
+    line, tdb::explain_refusals(m), adds are the real ones."""
+    with open(PAGE) as f:
+        page = f.read()
+    shown = re.search(r"```text\n(scale_\(\): incompatible .*?)\n```", page, re.S).group(1).splitlines()
+    call = "first_kernel_nb.scale_(torch.ones(3, dtype=torch.int32), 1.0)"
+    assert f"`{call.replace('_nb', '')}`" in page
+    code = f"import torch, first_kernel_nb\ntry:\n    {call}\nexcept TypeError as e:\n    print(e)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(env(), PYTHONPATH=str(built / "build")))
+    real = res.stdout.splitlines()
+    unwrapped = [line for line in shown if not line.startswith(("    1. ", "    2. ", "        "))]
+    assert "    overload 2: argument 'x': expected dtype float64, got int32" in unwrapped
+    assert unwrapped == [line for line in real if not line.startswith(("    1. ", "    2. "))], res.stdout + res.stderr

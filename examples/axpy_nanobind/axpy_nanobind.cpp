@@ -19,7 +19,8 @@ namespace nb = nanobind;
 
 // Typed parameters (torch_dlpack_bridge/tensor.h): the caster checks what each kernel
 // accepts before the call (a tensor it does not take gets the binding library's
-// TypeError, which lists these constraints); tdb::named names the argument in checks
+// TypeError, which lists these constraints and, through tdb::explain_refusals(m) at the
+// end of the module, says which one failed); tdb::named names the argument in checks
 // made in the body (check_same_shape below), where a caster cannot know the name.
 static constexpr char kX[] = "x";
 static constexpr char kY[] = "y";
@@ -72,4 +73,5 @@ NB_MODULE(axpy_nanobind, m) {
         "New contiguous float32 tensor a*x, allocated by x's producer.");
   m.def("sum", &sum, nb::arg("x"),
         "Sum of a float32 CPU tensor, computed with the GIL released.");
+  tdb::explain_refusals(m);  // a refused call's TypeError says why (after the last def)
 }

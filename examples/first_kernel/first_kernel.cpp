@@ -33,4 +33,5 @@ PYBIND11_MODULE(first_kernel, m) {
   m.def("scale_", &scale_<float>, py::arg("x"), py::arg("a"));   // float32 tensors
   m.def("scale_", &scale_<double>, py::arg("x"), py::arg("a"));  // float64 tensors
   m.def("l2norm", &l2norm, py::arg("x"));
+  tdb::explain_refusals(m);  // a refused call's TypeError says why (after the last def)
 }

@@ -33,4 +33,5 @@ NB_MODULE(first_kernel_nb, m) {
   m.def("scale_", &scale_<float>, nb::arg("x"), nb::arg("a"));   // float32 tensors
   m.def("scale_", &scale_<double>, nb::arg("x"), nb::arg("a"));  // float64 tensors
   m.def("l2norm", &l2norm, nb::arg("x"));
+  tdb::explain_refusals(m);  // a refused call's TypeError says why (after the last def)
 }

@@ -60,4 +60,7 @@ PYBIND11_MODULE(_kernels, m) {
         "y = a*x + y in place (1-D float32 CPU; x any stride, y contiguous).");
   m.def("scaled_copy", &scaled_copy, pybind11::arg("a"), pybind11::arg("x"),
         "New contiguous float32 tensor a*x, allocated by x's producer.");
+  // A refused call's TypeError says why (after the last def): a FakeTensor gets the
+  // custom-op route.
+  tdb::explain_refusals(m);
 }
