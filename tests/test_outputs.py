@@ -131,6 +131,23 @@ def test_allocation_failure_is_a_memory_error(m):
         m.grid(torch.ones(1), 2 ** 44, 3)  # 2**44 * 3 int64: more than this machine can map
 
 
+TOO_MANY = ("2305843009213693952 elements of float32 (9223372036854775808 bytes) is more than torch can address "
+            "(2**63 - 1 bytes at most)")
+
+
+def test_an_output_too_large_for_torch_is_the_producers_value_error_naming_the_output(scaled):
+    """Issue 40.6: the table's allocator refuses an output that torch cannot address (2**61 float32, asked like an
+    expanded x that takes no memory); the message starts with the output's name, as the output's other errors do,
+    and keeps the producer's exception type."""
+    with pytest.raises(ValueError, match="^" + re.escape("output: " + TOO_MANY) + "$"):
+        scaled(2.0, torch.ones(1).expand(2 ** 61))
+
+
+def test_a_named_output_too_large_for_torch_is_named(m):
+    with pytest.raises(ValueError, match="^" + re.escape("output 'out': " + TOO_MANY) + "$"):
+        m.cpu_only(torch.ones(1).expand(2 ** 61))  # tdb::named<kOut>
+
+
 GOT = {"null_strides": "a NULL shape or strides", "null_shape": "a NULL shape or strides", "one_row": "shape [1]",
        "fewer_dims": "0 dimension(s)", "other_dtype": "dtype int32", "every_other": "strides [2]",
        "null_data": "no data (NULL) for 5 element(s)", "other_device_type": "a tensor on opencl:0"}
@@ -141,16 +158,16 @@ def test_a_producer_allocator_that_returns_another_tensor_is_refused(scaled, fau
     """Issue 38.1: NULL strides, shape or data used to crash the kernel (SIGSEGV), one row for five came back as a
     (1,) tensor; every difference from what was asked is a BufferError saying what the producer got wrong."""
     x = torch.arange(5.0).as_subclass(faulty_type(fault))
-    with pytest.raises(BufferError, match=r"^producer allocator returned a tensor other than the one requested \(float32 "
-                                          r"\[5\] on cpu, row-major\), got " + re.escape(GOT[fault]) + "$"):
+    with pytest.raises(BufferError, match=r"^output: producer allocator returned a tensor other than the one requested "
+                                          r"\(float32 \[5\] on cpu, row-major\), got " + re.escape(GOT[fault]) + "$"):
         scaled(2.0, x)
 
 
 @pytest.mark.parametrize("fault", ["one_row", "every_other", "other_dtype", "null_strides"])
 def test_an_output_of_a_given_shape_from_a_faulty_allocator_is_refused(m, fault):
     like = torch.ones(1).as_subclass(faulty_type(fault))
-    with pytest.raises(BufferError, match=r"^producer allocator returned a tensor other than the one requested \(int64 "
-                                          r"\[4, 3\] on cpu, row-major\), got "):
+    with pytest.raises(BufferError, match=r"^output: producer allocator returned a tensor other than the one requested "
+                                          r"\(int64 \[4, 3\] on cpu, row-major\), got "):
         m.grid(like, 4, 3)
     with pytest.raises(BufferError, match=r"other than the one requested \(float32 \[5\] on cpu, row-major\)"):
         m.split(torch.arange(5.0).as_subclass(faulty_type(fault)))

@@ -59,6 +59,11 @@ inline PyObject* exception_class(const std::string& kind) {
   return (cls && PyExceptionClass_Check(cls)) ? cls : PyExc_RuntimeError;
 }
 
+/*! \brief How errors about an output start: "output: ", or "output 'out': " for a `tdb::named<kOut>` one. */
+inline std::string output_prefix(const char* name) {
+  return std::string("output") + (std::string(name) == "tensor" ? "" : std::string(" '") + name + "'") + ": ";
+}
+
 /*! \brief How an allocator's tensor differs from the request (kAsAsked: it does not). */
 enum class AllocationFault { kAsAsked, kRank, kNoShape, kShape, kDtype, kDevice, kStrides, kNoData };
 
@@ -84,9 +89,11 @@ inline AllocationFault allocation_fault(const DLTensor& t, int32_t ndim, const i
   return AllocationFault::kAsAsked;
 }
 
-/*! \brief The BufferError for `fault`: what was asked, then what the producer got wrong. Out of line: the cold path. */
-[[noreturn]] TDB_NOINLINE inline void refuse_allocation(AllocationFault fault, const DLTensor& t, int32_t ndim,
-                                                        const int64_t* shape, DLDataType dtype, DLDevice device) {
+/*! \brief The BufferError for `fault` of the output `name`: what was asked, then what the producer got wrong. Out
+ *  of line: the cold path. */
+[[noreturn]] TDB_NOINLINE inline void refuse_allocation(const char* name, AllocationFault fault, const DLTensor& t,
+                                                        int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                                        DLDevice device) {
   std::string got;
   switch (fault) {
     case AllocationFault::kRank: got = std::to_string(t.ndim) + " dimension(s)"; break;
@@ -97,21 +104,14 @@ inline AllocationFault allocation_fault(const DLTensor& t, int32_t ndim, const i
     case AllocationFault::kStrides: got = "strides " + shape_str(t.ndim, t.strides); break;
     default: got = "no data (NULL) for " + std::to_string(numel(t)) + " element(s)"; break;
   }
-  throw Error(PyExc_BufferError, "producer allocator returned a tensor other than the one requested (" +
-                                     dtype_name(dtype) + " " + shape_str(ndim, shape) + " on " +
-                                     device_name(device) + ", row-major), got " + got);
+  throw Error(PyExc_BufferError, output_prefix(name) + "producer allocator returned a tensor other than the one "
+                                 "requested (" + dtype_name(dtype) + " " + shape_str(ndim, shape) + " on " +
+                                 device_name(device) + ", row-major), got " + got);
 }
-}  // namespace detail
 
-/*!
- * \brief Allocates a new C-contiguous tensor through the producer's managed_tensor_allocator and returns
- * the owning handle (use .to_python() to return it to Python). A failure reported through SetError
- * becomes a Python exception of that kind (MemoryError, ValueError, ...) thrown as tdb::Error. A tensor
- * other than the one asked for (rank, sizes, dtype, device, row-major strides, data) is given back to its
- * producer and refused with a BufferError saying what differs.
- */
-inline ManagedTensor allocate(const DLPackExchangeAPI* api, int32_t ndim, const int64_t* shape, DLDataType dtype,
-                              DLDevice device) {
+/*! \brief allocate() of the output `name` (its tdb::named, or "tensor"), which its errors name first. */
+inline ManagedTensor allocate_output(const char* name, const DLPackExchangeAPI* api, int32_t ndim,
+                                     const int64_t* shape, DLDataType dtype, DLDevice device) {
   if (!api) throw Error(PyExc_TypeError, "tdb::allocate: no producer table to allocate with");
   int64_t small[8];  // the prototype's strides: on the stack up to 8 dimensions (a kernel's output, every call)
   std::vector<int64_t> large(ndim > 8 ? ndim : 0);
@@ -123,15 +123,29 @@ inline ManagedTensor allocate(const DLPackExchangeAPI* api, int32_t ndim, const 
   if (api->managed_tensor_allocator(&proto, &out, &err, detail::set_alloc_error) != 0 || !out) {
     if (err.called) {
       PyErr_Clear();  // SetError is the report; drop anything the producer left set as well
-      throw Error(detail::exception_class(err.kind), err.message);
+      throw Error(exception_class(err.kind), output_prefix(name) + err.message);
     }
-    throw Error::pending();
+    throw_pending_as(output_prefix(name));
   }
   ManagedTensor result(out, api);
   const DLTensor& t = result.dl();
-  const detail::AllocationFault fault = detail::allocation_fault(t, ndim, shape, dtype, device);
-  if (fault != detail::AllocationFault::kAsAsked) detail::refuse_allocation(fault, t, ndim, shape, dtype, device);
+  const AllocationFault fault = allocation_fault(t, ndim, shape, dtype, device);
+  if (fault != AllocationFault::kAsAsked) refuse_allocation(name, fault, t, ndim, shape, dtype, device);
   return result;
+}
+}  // namespace detail
+
+/*!
+ * \brief Allocates a new C-contiguous tensor through the producer's managed_tensor_allocator and returns
+ * the owning handle (use .to_python() to return it to Python). A failure reported through SetError
+ * becomes a Python exception of that kind (MemoryError, ValueError, ...) thrown as tdb::Error, its message
+ * starting with "output: " (the producer's words do not say which tensor it failed to make). A tensor
+ * other than the one asked for (rank, sizes, dtype, device, row-major strides, data) is given back to its
+ * producer and refused with a BufferError saying what differs.
+ */
+inline ManagedTensor allocate(const DLPackExchangeAPI* api, int32_t ndim, const int64_t* shape, DLDataType dtype,
+                              DLDevice device) {
+  return detail::allocate_output("tensor", api, ndim, shape, dtype, device);
 }
 /*! \brief allocate() with a shape list, e.g. allocate(api, {n, 3}, kFloat32, kCPU). */
 inline ManagedTensor allocate(const DLPackExchangeAPI* api, std::initializer_list<int64_t> shape, DLDataType dtype,

@@ -152,16 +152,16 @@ class ErrorStash {
 };
 
 /*!
- * \brief Throws the pending Python exception, re-raised as the same type with "argument 'name': "
- * prepended to its message (the original becomes __cause__). Keeps the original if that fails.
+ * \brief Throws the pending Python exception, re-raised as the same type with `prefix` ("argument 'x': ",
+ * "output: ") prepended to its message (the original becomes __cause__). Keeps the original if that fails.
  */
-[[noreturn]] inline void throw_pending(const char* name) {
+[[noreturn]] inline void throw_pending_as(const std::string& prefix) {
   PyObject* exc = fetch_exception();
-  if (!exc) throw Error(PyExc_RuntimeError, arg(name) + "DLPack producer failed without an exception");
+  if (!exc) throw Error(PyExc_RuntimeError, prefix + "DLPack producer failed without an exception");
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(exc));
   PyObject* text = PyObject_Str(exc);
   const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
-  PyObject* renamed = utf8 ? PyObject_CallFunction(type, "s", (arg(name) + utf8).c_str()) : nullptr;
+  PyObject* renamed = utf8 ? PyObject_CallFunction(type, "s", (prefix + utf8).c_str()) : nullptr;
   Py_XDECREF(text);
   if (renamed && Py_TYPE(renamed) == Py_TYPE(exc)) {
     PyException_SetCause(renamed, exc);  // steals exc
@@ -173,6 +173,8 @@ class ErrorStash {
   }
   throw Error::pending();
 }
+/*! \brief throw_pending_as("argument 'name': "). */
+[[noreturn]] inline void throw_pending(const char* name) { throw_pending_as(arg(name)); }
 
 }  // namespace detail
 

@@ -35,11 +35,13 @@
  * return `out.to_python()`, or `tdb::to_python_tuple(std::move(a), std::move(b))` for several.
  *
  * Errors: every failure throws tdb::Error (inside `tdb::guard` or a binding function it becomes a Python
- * exception): the producer's allocation failure with the kind it reported (MemoryError when out of memory),
- * TypeError when the tensor it is allocated like has no producer table (a NumPy array taken through
- * `__dlpack__`), ValueError for a shape or device the annotations refuse, BufferError when the producer's
- * allocator returns another tensor than the one asked for (tdb::allocate checks rank, sizes, dtype, device and
- * strides: a kernel indexes its output with the sizes it asked for).
+ * exception), its message starting with the output's name ("output: ", "output 'out': " for
+ * `tdb::named<kOut>`): the producer's allocation failure with the kind it reported (MemoryError when out of
+ * memory, ValueError for more bytes than torch can address), TypeError when the tensor it is allocated like
+ * has no producer table (a NumPy array taken through `__dlpack__`), ValueError for a shape or device the
+ * annotations refuse, BufferError when the producer's allocator returns another tensor than the one asked for
+ * (tdb::allocate checks rank, sizes, dtype, device and strides: a kernel indexes its output with the sizes it
+ * asked for).
  */
 #ifndef TORCH_DLPACK_BRIDGE_OUTPUT_H_
 #define TORCH_DLPACK_BRIDGE_OUTPUT_H_
@@ -108,7 +110,8 @@ class OwnedTensor {
   /*! \brief empty() through `api` with a runtime rank. */
   static OwnedTensor empty(const DLPackExchangeAPI* api, DLDevice device, int32_t ndim, const int64_t* shape) {
     check_request(device, ndim, shape);
-    return OwnedTensor(allocate(api, ndim, shape, dtype(), device));  // which checks what the producer made
+    // which checks what the producer made, and names this output in its errors as prefix() does
+    return OwnedTensor(detail::allocate_output(Spec::kName, api, ndim, shape, dtype(), device));
   }
 
   /*! \brief Moves the tensor; the moved-from one is left empty. Not copyable: one owner, one deleter call. */
@@ -159,10 +162,7 @@ class OwnedTensor {
  private:
   explicit OwnedTensor(ManagedTensor m) : m_(std::move(m)) {}
 
-  static std::string prefix() {
-    const char* name = Spec::kName;
-    return std::string("output") + (std::string(name) == "tensor" ? "" : std::string(" '") + name + "'") + ": ";
-  }
+  static std::string prefix() { return detail::output_prefix(Spec::kName); }
   static const DLPackExchangeAPI* producer_of(const TensorView& like) {
     if (!like.api())
       throw Error(PyExc_TypeError, prefix() + "cannot allocate like argument '" + like.name() + "': its producer "
