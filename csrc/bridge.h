@@ -5,6 +5,8 @@
 
 #include "torch_dlpack_bridge/dlpack.h"
 
+typedef struct _object PyObject;  // as Python.h declares it, without including Python.h here
+
 namespace tdb {
 
 // The process-wide table (lives as long as the process).
@@ -16,6 +18,11 @@ int managed_tensor_to_py_object_no_sync(DLManagedTensorVersioned* tensor, void**
 int managed_tensor_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
                              void (*set_error)(void*, const char*, const char*)) noexcept;
 int current_work_stream(DLDeviceType device_type, int32_t device_id, void** out_stream) noexcept;
+
+// requires_grad of a torch.Tensor or nn.Parameter exactly (1 or 0) when reading the attribute would give it
+// without Python code; -1 otherwise (a subclass, a torch function mode active, not a tensor): the consumer
+// header's fast path for written parameters (include/torch_dlpack_bridge/autograd.h). Never raises.
+int requires_grad_or_unknown(PyObject* obj) noexcept;
 
 // Owning export of a tensor (throws tdb::Error or c10::Error); shared by the exporter and the allocator.
 DLManagedTensorVersioned* export_owning(const at::Tensor& tensor);

@@ -1,6 +1,8 @@
 // Export: torch tensor -> DLTensor (borrowed) and DLManagedTensorVersioned (owned).
 #include "torch_python.h"
 
+#include <ATen/PythonTorchFunctionTLS.h>
+
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -312,6 +314,14 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
   auto* obj = static_cast<PyObject*>(py_object);
   if (C10_UNLIKELY(obj == nullptr || out == nullptr || !is_exact_torch_tensor(obj))) return dltensor_checked(obj, out);
   return guarded([&] { describe(unpack_tensor(obj), *out); });
+}
+
+// torch's getter of requires_grad hands the read to __torch_function__ exactly when check_has_torch_function
+// says so: a torch function mode is active, or the type is not torch.Tensor/nn.Parameter exactly (those two
+// never have their own). Those cases go to the attribute read; the rest is the getter's own answer.
+int requires_grad_or_unknown(PyObject* obj) noexcept {
+  if (!is_exact_torch_tensor(obj) || at::impl::torch_function_mode_enabled()) return -1;
+  return unpack_tensor(obj).requires_grad() ? 1 : 0;
 }
 
 int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersioned** out) noexcept {

@@ -24,6 +24,13 @@ TDB_EXPORT PyObject* tdb_exchange_api_capsule() {
   return PyCapsule_New(&tdb::g_exchange_api, TDB_EXCHANGE_API_CAPSULE_NAME, nullptr);
 }
 
+// A new reference to a capsule named TDB_AUTOGRAD_PROBE_CAPSULE_NAME holding tdb::requires_grad_or_unknown,
+// which the package publishes on torch.Tensor as __tdb_autograd_probe__ (needs the GIL).
+TDB_EXPORT PyObject* tdb_autograd_probe_capsule() {
+  return PyCapsule_New(reinterpret_cast<void*>(&tdb::requires_grad_or_unknown), TDB_AUTOGRAD_PROBE_CAPSULE_NAME,
+                       nullptr);
+}
+
 // The table's address (the DLPack 1.2 int name holds it).
 TDB_EXPORT const DLPackExchangeAPI* tdb_exchange_api() { return &tdb::g_exchange_api; }
 

@@ -4,6 +4,7 @@
 #include <thread>
 #include <unordered_map>
 #include "torch_dlpack_bridge/consumer.h"
+#include "torch_dlpack_bridge/autograd.h"
 
 namespace {
 const DLPackExchangeAPI* g_base = nullptr;  // the table make_table() copies (torch's)
@@ -274,7 +275,16 @@ PyObject* raise_cpp(PyObject*, PyObject* arg) {
   });
 }
 
+// refuses_write(obj): autograd_refuses_write() as a written typed parameter asks it once the view is taken
+// (which caches type(obj)'s table and probe): None when the kernel may write obj, else the refusal.
+PyObject* refuses_write(PyObject*, PyObject* obj) {
+  tdb::find_exchange_api(Py_TYPE(obj));
+  if (const char* why = tdb::detail::autograd_refuses_write(obj)) return PyUnicode_FromString(why);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
+    {"refuses_write", refuses_write, METH_O, nullptr},
     {"make_table", make_table, METH_VARARGS, nullptr}, {"api_ptr", api_ptr, METH_VARARGS, nullptr},
     {"is_tensor", is_tensor, METH_O, nullptr},
     {"cached_types", cached_types, METH_NOARGS, nullptr}, {"cache_claims", cache_claims, METH_VARARGS, nullptr}, {"view_info", view_info, METH_VARARGS, nullptr},

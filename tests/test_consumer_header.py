@@ -720,3 +720,100 @@ def test_table_path_never_calls_dlpack(probe):
     probe.view_info(t)
     probe.managed_info(t)
     assert Spy.calls == 0
+
+
+# ----------------------------------------------------------------------------- written parameters: the autograd probe
+
+
+def published_probe(cls=torch.Tensor):
+    """The C function behind cls.__tdb_autograd_probe__, callable from Python (holding the GIL)."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    address = get(cls.__tdb_autograd_probe__, b"torch_dlpack_bridge.autograd_probe")
+    return ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object)(address)
+
+
+class Logged(torch.overrides.TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", repr(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_published_probe_reads_requires_grad_as_torchs_getter():
+    import torch_dlpack_bridge  # noqa: F401  (publishes the probe)
+
+    read = published_probe()
+    leaf = torch.ones(2, requires_grad=True)
+    for t in [torch.ones(2), leaf, leaf * 2, leaf.detach(), torch.nn.Parameter(torch.ones(2)),
+              torch.nn.Parameter(torch.ones(2), requires_grad=False), torch.empty(0, dtype=torch.int64)]:
+        assert read(t) == int(t.requires_grad)
+    with torch.inference_mode():
+        assert read(torch.ones(2)) == 0
+
+    class Sub(torch.Tensor):
+        pass
+
+    # torch's getter would call __torch_function__ (a subclass's, or a mode's): "unknown", the attribute decides.
+    assert read(torch.ones(2).as_subclass(Sub)) == -1
+    with Logged():
+        assert read(torch.ones(2)) == -1
+    assert read(np.ones(2)) == -1 and read(None) == -1
+
+
+def test_a_written_torch_tensor_is_decided_by_the_probe(probe, monkeypatch):
+    # A fresh type, whose probe is read when its table is first cached: a planted probe that lies shows which
+    # decides (the real one is tested above).
+    class Fresh(torch.Tensor):
+        pass
+
+    answers = []
+    lying = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object)(lambda obj: answers.append(obj) or 1)
+    Fresh.lying = lying  # the probe module's cache keeps Fresh and the pointer for the life of the process
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype, new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    monkeypatch.setattr(Fresh, "__tdb_autograd_probe__",
+                        new_capsule(ctypes.cast(lying, ctypes.c_void_p), b"torch_dlpack_bridge.autograd_probe", None),
+                        raising=False)
+    x = torch.ones(2).as_subclass(Fresh)
+    assert not x.requires_grad
+    assert probe.refuses_write(x).startswith("a leaf Variable that requires grad")
+    assert answers == [x]
+
+
+def test_a_written_torch_tensor_that_needs_no_python_costs_no_attribute_read(probe):
+    import torch_dlpack_bridge  # noqa: F401  (publishes the probe)
+
+    x = torch.ones(2)
+    with Logged() as mode:  # the probe answers "unknown" under a mode: the attribute read, which the mode sees
+        assert probe.refuses_write(x) is None
+    assert "__get__" in mode.names
+    assert probe.refuses_write(x) is None  # no mode: the probe answers; the same answer
+    leaf = torch.ones(2, requires_grad=True)
+    assert probe.refuses_write(leaf).startswith("a leaf Variable that requires grad")
+    with torch.no_grad():
+        version = leaf._version
+        assert probe.refuses_write(leaf) is None
+        assert leaf._version == version + 1
+
+
+def test_a_subclass_and_other_producers_take_the_attribute_read(probe):
+    import torch_dlpack_bridge  # noqa: F401
+
+    class Watched(torch.Tensor):
+        reads = []
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            cls.reads.append(getattr(func, "__name__", repr(func)))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    w = torch.ones(2).as_subclass(Watched)
+    assert probe.refuses_write(w) is None
+    assert "__get__" in Watched.reads  # torch's getter called the subclass's __torch_function__
+    w.requires_grad_()
+    assert probe.refuses_write(w).startswith("a leaf Variable that requires grad")
+    assert probe.refuses_write(np.ones(2)) is None  # no table, no attribute: written

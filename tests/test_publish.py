@@ -238,3 +238,14 @@ def test_environment_variable_torch_keeps_native_table_at_import():
     state = providers_in_fresh_process(TORCH_DLPACK_BRIDGE_PREFER="torch")
     assert state["at_import"] == {"providers": {CAPSULE_ATTR: PREFER_TORCH, INT_ATTR: PREFER_TORCH},
                                   "capsule_is_ours": not HAS_NATIVE, "int_is_ours": not HAS_NATIVE}
+
+
+# ---- the autograd probe (this project's own attribute, for written typed parameters: autograd.h) --------------
+
+@pytest.mark.parametrize("prefer", ["torch", "bridge"])
+def test_install_publishes_the_autograd_probe_whichever_table_and_uninstall_removes_it(prefer, restore_default):
+    torch_dlpack_bridge.install(prefer=prefer)
+    capsule = torch.Tensor.__dict__["__tdb_autograd_probe__"]
+    assert _get_pointer(capsule, b"torch_dlpack_bridge.autograd_probe")
+    torch_dlpack_bridge.uninstall()
+    assert not hasattr(torch.Tensor, "__tdb_autograd_probe__")

@@ -20,6 +20,9 @@ CAPSULE_ATTR = "__dlpack_c_exchange_api__"
 """DLPack 1.3 name: a PyCapsule named ``"dlpack_exchange_api"`` on the tensor type."""
 INT_ATTR = "__c_dlpack_exchange_api__"
 """DLPack 1.2 name: the table's address as an int on the tensor type."""
+PROBE_ATTR = "__tdb_autograd_probe__"
+"""This project's own (not DLPack): a PyCapsule named ``"torch_dlpack_bridge.autograd_probe"`` holding the C
+function with which the consumer headers read ``requires_grad`` of a torch.Tensor in a few ns (autograd.h)."""
 PREFER_ENV = "TORCH_DLPACK_BRIDGE_PREFER"
 """Environment variable read by the import-time :func:`install`: ``bridge`` (default) or ``torch``."""
 HOOK_MODULE = "_torch_dlpack_bridge_autoload"
@@ -54,6 +57,7 @@ def publish_at_import(explicit: bool, retry_failed: bool = False) -> None:
             raise
         library.tdb_exchange_api_capsule.restype = ctypes.py_object
         library.tdb_exchange_api.restype = ctypes.c_void_p
+        library.tdb_autograd_probe_capsule.restype = ctypes.py_object
         _ADDRESS = library.tdb_exchange_api()
         _library, _library_info = library, info
         install()
@@ -144,15 +148,20 @@ def install(prefer: Optional[str] = None) -> None:
         capsule = native
         legacy = _saved[INT_ATTR]
         address = legacy if isinstance(legacy, int) else _address_of(native)
+    # Before the table: a consumer caches the probe with the table it finds, once per type. Whichever table
+    # is preferred, the probe is this library's (it reads torch's tensors, not a table).
+    setattr(torch.Tensor, PROBE_ATTR, _library.tdb_autograd_probe_capsule())
     setattr(torch.Tensor, CAPSULE_ATTR, capsule)
     setattr(torch.Tensor, INT_ATTR, address)
 
 
 def uninstall() -> None:
-    """Put back what ``torch.Tensor`` had under both names before :func:`install`."""
+    """Put back what ``torch.Tensor`` had under both names before :func:`install`, and remove ``__tdb_autograd_probe__``."""
     global _saved
     if _saved is None:
         return
+    if PROBE_ATTR in torch.Tensor.__dict__:
+        delattr(torch.Tensor, PROBE_ATTR)
     for name, value in _saved.items():
         if value is _MISSING:
             if name in torch.Tensor.__dict__:

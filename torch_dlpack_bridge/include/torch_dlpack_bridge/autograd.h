@@ -23,16 +23,21 @@
  * `torch.autograd.graph.increment_version(x)` after it, or is registered as a custom op (torch.library,
  * mutates_args), which does it.
  *
- * Cost: one attribute read (`requires_grad`, no exception when there is none: NumPy arrays and other
- * producers) per written parameter, about 40 ns for a torch.Tensor (the typed view itself costs about 10), and
- * microseconds for a subclass with its own __torch_function__, which torch calls for the attribute; the rest
- * runs only for tensors that require grad.
+ * Cost, per written parameter: for a torch.Tensor or nn.Parameter, a few ns: torch_dlpack_bridge publishes
+ * on torch.Tensor a C function (TDB_AUTOGRAD_PROBE_ATTR, dlpack.h) that reads requires_grad as torch's own
+ * getter does, found once per type with the exchange table and cached with it (table.h). Where it answers
+ * "unknown" (a subclass, or a torch function mode active: torch would call __torch_function__ for the
+ * attribute) or the type has none (the package not imported before the type's first use, NumPy arrays and
+ * other producers): one attribute read (`requires_grad`, no exception when there is none), about 40 ns for a
+ * torch.Tensor, microseconds for a subclass with its own __torch_function__. The rest runs only for tensors
+ * that require grad.
  */
 #ifndef TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
 #define TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
 
 #include "torch_dlpack_bridge/config.h"
 #include "torch_dlpack_bridge/errors.h"
+#include "torch_dlpack_bridge/table.h"
 
 namespace tdb {
 namespace detail {
@@ -92,9 +97,16 @@ TDB_NOINLINE inline const char* write_requiring_grad(PyObject* obj) noexcept {
 /*!
  * \brief nullptr when a kernel may write `obj` (borrowed), after bumping its version counter where torch's
  * autograd tracks it; else why not (one of the messages above). Never throws, leaves no Python exception set.
- * A tensor that does not require grad, or has no such attribute, costs one attribute read.
+ * A tensor that does not require grad costs a call of its type's probe (see the file comment), or one
+ * attribute read.
  */
 inline const char* autograd_refuses_write(PyObject* obj) noexcept {
+  AutogradProbe probe = nullptr;
+  cached_table(table_cache(), Py_TYPE(obj), &probe);  // the view was just taken: its type's table is cached
+  if (probe) {
+    const int requires_grad = probe(obj);
+    if (requires_grad >= 0) return requires_grad ? write_requiring_grad(obj) : nullptr;
+  }
   PyObject* name = requires_grad_name();
   PyObject* flag = nullptr;
   if (!name || optional_attr(obj, name, &flag) < 0) {

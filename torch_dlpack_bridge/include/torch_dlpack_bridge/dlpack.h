@@ -233,6 +233,14 @@ typedef struct DLPackExchangeAPI {
 /*! \brief Name of the PyCapsule holding a DLPackExchangeAPI* (DLPack 1.3). */
 #define TDB_EXCHANGE_API_CAPSULE_NAME "dlpack_exchange_api"
 
+/*!
+ * \brief This project's addition on torch.Tensor (not DLPack): the attribute and the name of its PyCapsule,
+ * which holds `int (*)(PyObject*)`, requires_grad where torch's getter needs no Python (1 or 0), else -1
+ * (autograd.h).
+ */
+#define TDB_AUTOGRAD_PROBE_ATTR "__tdb_autograd_probe__"
+#define TDB_AUTOGRAD_PROBE_CAPSULE_NAME "torch_dlpack_bridge.autograd_probe"
+
 #if defined(__cplusplus) && __cplusplus >= 201103L
 static_assert(sizeof(DLDevice) == 8, "DLDevice layout");
 static_assert(sizeof(DLDataType) == 4, "DLDataType layout");

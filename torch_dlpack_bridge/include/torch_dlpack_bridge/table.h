@@ -77,7 +77,22 @@ inline const DLPackExchangeAPI* read_table(PyTypeObject* type, std::string* why)
 }
 
 /*!
- * \brief Per-type cache of tables, each entry written once and kept for the life of the process (the type
+ * \brief A type's TDB_AUTOGRAD_PROBE_ATTR function (dlpack.h; autograd.h calls it), nullptr when it has none
+ * usable. Read with the table and cached with it: one lookup per type.
+ */
+using AutogradProbe = int (*)(PyObject*);
+inline AutogradProbe read_autograd_probe(PyTypeObject* type) noexcept {
+  PyObject* attr = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), TDB_AUTOGRAD_PROBE_ATTR);
+  void* p = attr && PyCapsule_IsValid(attr, TDB_AUTOGRAD_PROBE_CAPSULE_NAME)
+                ? PyCapsule_GetPointer(attr, TDB_AUTOGRAD_PROBE_CAPSULE_NAME)
+                : nullptr;
+  Py_XDECREF(attr);
+  PyErr_Clear();  // absent: the generic attribute read
+  return reinterpret_cast<AutogradProbe>(p);
+}
+
+/*!
+ * \brief Per-type cache of tables (each with the type's autograd probe), each entry written once and kept for the life of the process (the type
  * by a strong reference), so readers need no lock, with or without a GIL: an entry's table is stored before
  * its type is published (release), and a reader that sees the type (acquire) sees the table.
  * Two levels: kFast slots filled in order and scanned linearly (an extension meets one or two tensor types:
@@ -93,9 +108,11 @@ struct TableCache {
   struct Entry {
     PyTypeObject* type;
     const DLPackExchangeAPI* api;
+    AutogradProbe probe;
   };
   std::atomic<PyTypeObject*> types[kFast] = {};
   const DLPackExchangeAPI* apis[kFast] = {};
+  AutogradProbe probes[kFast] = {};
   std::atomic<int> used{0};  // fast slots claimed, at most kFast
   std::atomic<const Entry*> overflow[kOverflow] = {};  // entries are never freed: readers hold no lock
 };
@@ -110,17 +127,24 @@ inline size_t overflow_home(PyTypeObject* type) noexcept {
   return static_cast<size_t>(h >> 40) & (TableCache::kOverflow - 1);
 }
 
-/*! \brief The cached table of `type`, or nullptr. */
-inline const DLPackExchangeAPI* cached_table(TableCache& c, PyTypeObject* type) noexcept {
+/*! \brief The cached table of `type` (and its probe in `*probe`, if given), or nullptr (and *probe unchanged). */
+inline const DLPackExchangeAPI* cached_table(TableCache& c, PyTypeObject* type,
+                                             AutogradProbe* probe = nullptr) noexcept {
   for (int i = 0; i < TableCache::kFast; ++i) {
     PyTypeObject* cached = c.types[i].load(std::memory_order_acquire);
-    if (cached == type) return c.apis[i];
+    if (cached == type) {
+      if (probe) *probe = c.probes[i];
+      return c.apis[i];
+    }
     if (cached == nullptr) return nullptr;  // slots fill in order; a slot claimed but not yet published reads null
   }
   for (size_t i = overflow_home(type), probes = 0; probes < TableCache::kProbes; ++probes) {
     const TableCache::Entry* e = c.overflow[i].load(std::memory_order_acquire);
     if (e == nullptr) return nullptr;
-    if (e->type == type) return e->api;
+    if (e->type == type) {
+      if (probe) *probe = e->probe;
+      return e->api;
+    }
     i = (i + 1) & (TableCache::kOverflow - 1);
   }
   return nullptr;
@@ -130,13 +154,15 @@ inline const DLPackExchangeAPI* cached_table(TableCache& c, PyTypeObject* type) 
  * \brief Caches `api` for `type` (one strong reference to the type, kept), unless both levels are full.
  * Two threads racing here may both cache the same type in the fast level, which only costs a slot.
  */
-inline void cache_table(TableCache& c, PyTypeObject* type, const DLPackExchangeAPI* api) noexcept {
+inline void cache_table(TableCache& c, PyTypeObject* type, const DLPackExchangeAPI* api,
+                        AutogradProbe probe) noexcept {
   int slot = c.used.load(std::memory_order_relaxed);
   while (slot < TableCache::kFast && !c.used.compare_exchange_weak(slot, slot + 1, std::memory_order_relaxed)) {
   }
   if (slot < TableCache::kFast) {
     Py_INCREF(type);
     c.apis[slot] = api;
+    c.probes[slot] = probe;
     c.types[slot].store(type, std::memory_order_release);
     return;
   }
@@ -144,7 +170,7 @@ inline void cache_table(TableCache& c, PyTypeObject* type, const DLPackExchangeA
   for (size_t i = overflow_home(type), probes = 0; probes < TableCache::kProbes; ++probes) {
     const TableCache::Entry* seen = c.overflow[i].load(std::memory_order_acquire);
     if (seen == nullptr) {
-      if (mine == nullptr && (mine = new (std::nothrow) TableCache::Entry{type, api}) == nullptr) return;
+      if (mine == nullptr && (mine = new (std::nothrow) TableCache::Entry{type, api, probe}) == nullptr) return;
       if (c.overflow[i].compare_exchange_strong(seen, mine, std::memory_order_acq_rel)) {
         Py_INCREF(type);
         return;
@@ -189,7 +215,8 @@ inline const DLPackExchangeAPI* find_exchange_api(PyTypeObject* type, std::strin
     if (why) *why = reason;
     return nullptr;
   }
-  if (detail::cached_table(c, type) == nullptr) detail::cache_table(c, type, api);  // unless a thread just did
+  if (detail::cached_table(c, type) == nullptr)  // unless a thread just did
+    detail::cache_table(c, type, api, detail::read_autograd_probe(type));
   return api;
 }
 
