@@ -234,11 +234,12 @@ typedef struct DLPackExchangeAPI {
 #define TDB_EXCHANGE_API_CAPSULE_NAME "dlpack_exchange_api"
 
 /*!
- * \brief This project's addition on torch.Tensor (not DLPack): the attribute and the name of its PyCapsule,
- * which holds `int (*)(PyObject*)`, requires_grad where torch's getter needs no Python (1 or 0), else -1
+ * \brief This project's addition on torch.Tensor (not DLPack): the attribute holding a PyCapsule of
+ * `int (*)(PyObject*)`, which answers requires_grad where torch's getter needs no Python (1 or 0), else -1
  * (autograd.h).
  */
 #define TDB_AUTOGRAD_PROBE_ATTR "__tdb_autograd_probe__"
+/*! \brief The name of the PyCapsule held by TDB_AUTOGRAD_PROBE_ATTR. */
 #define TDB_AUTOGRAD_PROBE_CAPSULE_NAME "torch_dlpack_bridge.autograd_probe"
 
 #if defined(__cplusplus) && __cplusplus >= 201103L
