@@ -142,3 +142,16 @@ def typed_modules(tmp_path_factory):
         pytest.fail("no C++ compiler on PATH: the typed parameters cannot be tested")
     paths = typed_tensor_build.build(tmp_path_factory.mktemp("typed_tensor"))
     return {flavour: import_from(os.path.dirname(path), f"tdb_typed_{flavour}") for flavour, path in paths.items()}
+
+
+@pytest.fixture(scope="module")
+def mock_build():
+    """Builds the XPU and MPS stand-ins (tests/mock_devices) once in this process (cached on disk), so each
+    subprocess of tests/test_mock_devices.py and tests/test_self_check.py only loads them."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    try:
+        import mock_devices
+        mock_devices.load()
+    finally:
+        sys.path.remove(here)

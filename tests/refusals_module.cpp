@@ -6,26 +6,7 @@
 #include <variant>
 #include <vector>
 
-#if defined(TDB_USE_NANOBIND)
-#include <nanobind/nanobind.h>
-#include <nanobind/stl/optional.h>
-#include <nanobind/stl/string.h>
-#include <nanobind/stl/variant.h>
-#include <nanobind/stl/vector.h>
-
-#include <torch_dlpack_bridge/nanobind.h>
-namespace py = nanobind;
-#define TDB_TEST_MODULE(name, m) NB_MODULE(name, m)
-using Module = nanobind::module_;
-#else
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
-
-#include <torch_dlpack_bridge/pybind11.h>
-namespace py = pybind11;
-#define TDB_TEST_MODULE(name, m) PYBIND11_MODULE(name, m)
-using Module = pybind11::module_;
-#endif
+#include "binding_flavour.h"
 
 namespace {
 

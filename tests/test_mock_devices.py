@@ -10,7 +10,6 @@ PyTorch's sources, not run here.
 """
 
 import os
-import sys
 import textwrap
 
 import pytest
@@ -20,17 +19,6 @@ from conftest import run_python
 TESTS = os.path.dirname(os.path.abspath(__file__))
 kDLCUDA, kDLMetal, kDLROCM, kDLOneAPI = 2, 8, 10, 14
 HANDLE = 0x7A000  # a made-up id<MTLBuffer>: never dereferenced
-
-
-@pytest.fixture(scope="module")
-def mock_build():
-    """Builds the stand-ins once in this process (cached on disk), so each subprocess only loads them."""
-    sys.path.insert(0, TESTS)
-    try:
-        import mock_devices
-        mock_devices.load()
-    finally:
-        sys.path.remove(TESTS)
 
 
 def run_with_mocks(body, prelude="", **env):

@@ -4,7 +4,6 @@ against doctored tables, which it must catch. A CUDA machine runs it through scr
 
 import ctypes
 import os
-import sys
 import textwrap
 
 import pytest
@@ -123,16 +122,6 @@ def test_an_export_with_the_wrong_device_id_is_caught(tdbdev):
 
 
 # ---- stand-ins for XPU and MPS (each in its own interpreter: they register device guards) ---------------
-
-@pytest.fixture(scope="module")
-def mock_build():
-    sys.path.insert(0, TESTS)
-    try:
-        import mock_devices
-        mock_devices.load()
-    finally:
-        sys.path.remove(TESTS)
-
 
 def checks_on_a_stand_in(device, count, handle):
     """The device checks in a fresh interpreter, on stand-in tensors over 24 floats at `handle` (never read)."""
