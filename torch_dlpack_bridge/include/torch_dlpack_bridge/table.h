@@ -92,9 +92,10 @@ inline AutogradProbe read_autograd_probe(PyTypeObject* type) noexcept {
 }
 
 /*!
- * \brief Per-type cache of tables (each with the type's autograd probe), each entry written once and kept for the life of the process (the type
- * by a strong reference), so readers need no lock, with or without a GIL: an entry's table is stored before
- * its type is published (release), and a reader that sees the type (acquire) sees the table.
+ * \brief Per-type cache of tables (each with the type's autograd probe), each entry written once and kept for
+ * the life of the process (the type by a strong reference), so readers need no lock, with or without a GIL: an
+ * entry's table and probe are stored before its type is published (release), and a reader that sees the type
+ * (acquire) sees them.
  * Two levels: kFast slots filled in order and scanned linearly (an extension meets one or two tensor types:
  * the first compare hits), then kOverflow slots of an open-addressing table keyed by the type's address, for
  * programs with many tensor subclasses, where a type goes at most kProbes slots from its home. Types that
