@@ -128,6 +128,42 @@ def test_the_pasted_messages(refusal_modules):
             print(f"--- {flavour} {kind}\n" + "\n".join(reasons(str(info.value))))
 
 
+# The guide's table of reasons (docs/guides/kernel-authors.md includes the file): each row's `x`, given to its
+# parameter of tests/refusals_module.cpp, gets exactly that line, in both flavours.
+TABLE = os.path.join(HERE, "refusal_reasons.md")
+TABLE_PARAMETERS = {"W": "c_plain", "S": "any_plain", "R": "cuda_plain", "std::optional<W>": "c_optional",
+                    "std::vector<W>": "c_vector"}
+
+
+def table_rows():
+    """[(refusal, parameter, code, line)]: the table's rows, backticks taken off; "the same as meta" is meta's line."""
+    with open(TABLE) as f:
+        rows = [[c.strip().strip("`") for c in line.strip().strip("|").split(" | ")] for line in f if line.startswith("| ")]
+    lines = {}
+    for row in rows[1:]:
+        row[3] = lines.get(row[3].replace("the same as ", ""), row[3])
+        lines[row[0]] = row[3]
+    return [tuple(row) for row in rows[1:]]
+
+
+def test_the_table_names_every_refusal():
+    assert [row[0] for row in table_rows()] == [
+        "dtype", "rank", "fixed size", "order", "device", "read-only", "expanded", "neg", "conj", "meta", "FakeTensor",
+        "requires grad (a leaf)", "requires grad (not a leaf)", "list item", "optional"]
+
+
+@pytest.mark.parametrize("row", table_rows(), ids=lambda row: row[0])
+def test_the_guides_table_of_reasons(m, row):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    refusal, parameter, code, line = row
+    scope = {"torch": torch, "np": np, "FakeTensorMode": FakeTensorMode}
+    exec(code if code.startswith("x = ") else "x = " + code, scope)  # noqa: S102  (the table's own snippet)
+    with pytest.raises(TypeError) as info:
+        getattr(m, TABLE_PARAMETERS[parameter])(scope["x"], 2.0)
+    assert reasons(str(info.value)) == ["    " + line]
+
+
 def test_nothing_is_said_of_a_tensor_its_overload_took(m):
     with pytest.raises(TypeError) as info:
         m.two(torch.ones(2, 4), torch.ones(2, 4, dtype=torch.int8))
