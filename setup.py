@@ -13,6 +13,7 @@ Which torch the table is built for:
 
 import importlib.util
 import os
+import re
 import sys
 
 from setuptools import Extension, setup
@@ -43,6 +44,27 @@ def table_targets():
         return [_build.installed_torch()]
     except ImportError:
         return []
+
+
+# The public repository: the one place its address is written. The project's URLs and the README's links on
+# PyPI come from it; the docs are its GitHub Pages site (.github/workflows/release.yml publishes them).
+REPOSITORY = "https://github.com/torch-dlpack-bridge/torch_dlpack_bridge"
+VERSION = _build.PACKAGE_VERSION  # the one place the version is written; a release's tag is v<VERSION>
+
+
+def project_urls():
+    owner, name = REPOSITORY.rstrip("/").split("/")[-2:]
+    return {"Documentation": f"https://{owner}.github.io/{name}/", "Source": REPOSITORY,
+            "Issues": f"{REPOSITORY}/issues", "Changelog": f"{REPOSITORY}/blob/v{VERSION}/CHANGELOG.md"}
+
+
+def long_description():
+    """README.md as PyPI shows it: a relative link (docs/..., benchmarks/...) points to that file in the
+    repository at this release's tag; absolute links and links within the page stay as written."""
+    with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    return re.sub(r"\]\((?![a-zA-Z][a-zA-Z0-9+.-]*:|#|/)([^)\s]+)\)",
+                  lambda m: f"]({REPOSITORY}/blob/v{VERSION}/{m.group(1)})", text)
 
 
 class BuildWithTables(build_ext):
@@ -84,6 +106,10 @@ sanitize = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefine
 # accepts abi3 wheels): there the probe is built for that interpreter, and so is the wheel (cp313t, ...).
 limited_api = _build.running_python_abi() == "gil"
 setup(
+    version=VERSION,
+    long_description=long_description(),
+    long_description_content_type="text/markdown",
+    project_urls=project_urls(),
     ext_modules=[
         Extension(
             "torch_dlpack_bridge._probe",
