@@ -9,25 +9,28 @@
 # abi3 one.
 #
 # Usage: scripts/build_wheels.sh [--arch x86_64|aarch64] [torch versions...]
-#        (default: this machine's x86_64; the newest patch of every minor 2.4 ... 2.15)
-# --arch aarch64 cross-builds on x86_64 (Linux aarch64: Grace GH200/GB200, Arm servers) against torch's aarch64
-# wheels, with Debian's cross compiler and the aarch64 CPython headers of scripts/aarch64_env.sh (made once).
+#        (default: this machine's architecture; the newest patch of every minor 2.4 ... 2.15)
+# --arch aarch64 (Linux aarch64: Grace GH200/GB200, Arm servers) builds against torch's aarch64 wheels: natively
+# on an aarch64 machine (the release's Arm runner), or cross-built on x86_64 with Debian's cross compiler and the
+# aarch64 CPython headers of scripts/aarch64_env.sh (made once).
 # Each wheel replaces only the previous wheel of its architecture and Python tag in the wheel folder.
 # Env: TDB_RELEASE_CACHE  downloaded and unpacked torch wheels (default ~/.cache/torch_dlpack_bridge-release;
 #                         aarch64 ones under its aarch64/)
 #      TDB_WHEEL_DIR      where the wheel goes (default wheelhouse/ in the checkout, ignored by git)
 #      MAX_JOBS           parallel compiler processes per torch (default: all cores)
-# Needs: python with pip, setuptools>=77, wheel and auditwheel; a C++ compiler (for aarch64: root and Debian 12,
+# Needs: python with pip, setuptools>=77, wheel and auditwheel; a C++ compiler (to cross-build: root and Debian 12,
 # see scripts/aarch64_env.sh).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-arch=x86_64
+arch=$(uname -m)
 if [ "${1:-}" = --arch ]; then arch=${2:?--arch needs x86_64 or aarch64}; shift 2; fi
 case "$arch" in
   x86_64) [ "$(uname -m)" = x86_64 ] || { echo "build on x86_64 (this is $(uname -m))" >&2; exit 2; } ;;
   aarch64) ;;
   *) echo "--arch: x86_64 or aarch64, not $arch" >&2; exit 2 ;;
 esac
+cross=0
+[ "$arch" = "$(uname -m)" ] || cross=1
 cache=${TDB_RELEASE_CACHE:-$HOME/.cache/torch_dlpack_bridge-release}
 platform=()
 nm=nm
@@ -36,6 +39,8 @@ if [ "$arch" = aarch64 ]; then
   # torch's aarch64 wheels are manylinux2014 (2.4, 2.5) or manylinux_2_28 (2.6 on).
   platform=(--platform manylinux_2_28_aarch64 --platform manylinux_2_17_aarch64 --platform manylinux2014_aarch64
             --implementation cp)
+fi
+if [ $cross = 1 ]; then
   env=$("$repo/scripts/aarch64_env.sh")
   nm=aarch64-linux-gnu-nm
   # The cross compiler, wrapped to put the aarch64 CPython headers ahead of the build Python's own: CXX for the

@@ -9,7 +9,8 @@
 #   e.g. scripts/wheel_matrix.sh 2.4.1:3.9 2.15.0:3.14 aarch64/2.13.0:3.11 aarch64/2.15.0:3.11:uncovered
 #   x86_64 (the default ARCH): a venv of that CPython (pyenv's or one on PATH; 3.14 and 3.15 from the Debian
 #     testing chroot of scripts/newest_python_env.sh, made once), torch from the registry.
-#   aarch64: emulated (scripts/aarch64_env.sh, made once: Debian 12's arm64 CPython 3.11 under qemu-user), the
+#   aarch64 on an aarch64 machine: as x86_64 above (the release workflow's Arm runner). On x86_64:
+#     emulated (scripts/aarch64_env.sh, made once: Debian 12's arm64 CPython 3.11 under qemu-user), the
 #     registry's aarch64 torch and the wheel installed by `scripts/aarch64_env.sh pip-install` into a venv
 #     folder of the emulated python (the autoload hook at its top, as an install puts it); no compiler for
 #     aarch64 is on PATH.
@@ -65,7 +66,8 @@ for spec in "${rows_in[@]}"; do
   numpy=numpy
   case "$v" in 2.4.*) numpy="numpy<2" ;; esac  # torch 2.4 wheels predate NumPy 2
   rm -rf "$venv"
-  if [ "$arch" = aarch64 ]; then
+  if [ "$arch" != "$(uname -m)" ]; then  # aarch64 on x86_64: emulated (on an aarch64 machine: as x86_64 here)
+    [ "$arch" = aarch64 ] || { fail "$arch rows need an $arch machine" ""; continue; }
     [ "$py" = 3.11 ] || { fail "aarch64 rows use the emulated CPython 3.11" ""; continue; }
     aenv=$("$repo/scripts/aarch64_env.sh" 2>> "$log") || { fail "scripts/aarch64_env.sh failed" ""; continue; }
     run=("$aenv/bin/aarch64-run") emulated=1
@@ -109,7 +111,7 @@ for spec in "${rows_in[@]}"; do
     cache=$root/$name-cache && rm -rf "$cache"
     export TORCH_DLPACK_BRIDGE_CACHE=$cache
     compiler_path=$PATH
-    [ "$arch" = aarch64 ] && compiler_path=$aenv/toolchain/bin:$PATH
+    [ $emulated = 1 ] && compiler_path=$aenv/toolchain/bin:$PATH
     # The first import of torch in a fresh cache. Where torch has no table of its own (< 2.10) the hook builds
     # the table (the progress line on stderr); where it has one, the hook builds nothing and says once which
     # command does, and that command builds it.
