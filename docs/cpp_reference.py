@@ -1,10 +1,10 @@
 """Turns Doxygen's XML of the consumer headers into the C++ reference pages' generated parts.
 
-conf.py runs Doxygen, then `generate(xml_dir, out_dir)`: for each header, `out_dir/<header>.md` holds a summary
-table (every documented class, function, type, constant and macro of the header, linked to its entry, with its
-one-line description) and the Breathe directive that renders the header's entries. The hand-written pages in
-docs/reference/cpp/ include them; `PAGES` says which page shows which header, and a header no page shows
-stops the build.
+conf.py runs Doxygen, then `generate(xml_dir, out_dir)`: for each header, `out_dir/<header>.md` holds summary
+tables, one per kind (every documented class, function, type, constant and macro of the header, linked to its
+entry, with its one-line description), and the Breathe directive that renders the header's entries. The
+hand-written pages in docs/reference/cpp/ include them; `PAGES` says which page shows which header, and a
+header no page shows stops the build.
 """
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ FIRST = ["tdb::Tensor", "tdb::StridedView", "tdb::ContiguousView", "tdb::TensorV
          "tdb::Error", "tdb::guard"]
 KIND_TITLES = [("class", "Classes and types"), ("function", "Functions"), ("variable", "Constants"),
                ("typedef", "Type aliases"), ("enum", "Enumerations"), ("define", "Macros")]
+# The first column's head in a summary table of that kind.
+KIND_HEADS = {"class": "Class or type", "function": "Function", "variable": "Constant", "typedef": "Type alias",
+              "enum": "Enumeration", "define": "Macro"}
 
 
 def flatten_code_lines(xml_dir: str) -> None:
@@ -136,14 +139,13 @@ def page(xml_dir: str, header: str, level: int) -> str:
     description (with its examples), then every entry; headings at `level` (2: ##)."""
     found = entries(xml_dir, header)
     namespaced = any("tdb::" in e.names[0] for rows in found.values() for e in rows)
-    lines = [f"`#include <torch_dlpack_bridge/{header}>`" + (" (names in namespace `tdb`)" if namespaced else ""),
-             ""]
-    if any(found.values()):  # a header of implementation details only (protocol.h) or of includes gets no table
-        lines += ["| Name | What it is |", "|---|---|"]
+    lines = [f"`#include <torch_dlpack_bridge/{header}>`" + (" (names in namespace `tdb`)" if namespaced else "")]
+    # One table per kind, the kind in its header row (a header of implementation details only, protocol.h, or
+    # of includes gets none).
     for kind, title in KIND_TITLES:
         role = "c:macro" if kind == "define" else "cpp:any"
         if found[kind]:
-            lines.append(f"| **{title}** | |")
+            lines += ["", f"| {KIND_HEADS[kind]} | What it {'does' if kind == 'function' else 'is'} |", "|---|---|"]
         for e in found[kind]:
             # Shown without the namespace (the page is about tdb), linked to the full name.
             shown = ", ".join(f"{{{role}}}`{n.replace('tdb::', '', 1)} <{n}>`" for n in e.names)

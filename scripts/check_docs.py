@@ -18,6 +18,11 @@ Fails (exit 1, one line per problem) on:
 - a C++ reference page (reference/cpp/*) without a code block where its headers' doc comments have examples
   (\\code), i.e. examples flattened into prose, or with a code block highlighted by the site's default lexer
   (Python: a `\\code` without `{.cpp}`);
+- prose that renders broken: a backtick left in a paragraph's text (outside code), an opening quote (‘ or “) with
+  no closing one, or an odd number of straight double quotes in one block (a paragraph, list item, table cell,
+  definition or heading), as a doc comment's nested quotes or a quoted string broken over two lines leave them;
+- a table row that is a heading among the data (a first cell and nothing else: a group's title as a row), and a
+  C++ signature that shows an internal name (`detail::`): what the reference shows is public API;
 - a table that overflows the viewport at 390 or 1280 px (WIDTHS), measured in Chromium: it must fit, or scroll
   inside a box of its own (an ancestor with overflow-x: auto) that fits, with its first column inside that box;
 - a missing image: an <img src> or <object data> (the Graphviz diagrams) that the server does not have, or that
@@ -84,6 +89,9 @@ window.addEventListener("load", () => {
 });
 </script>"""
 HEADERS = os.path.join(ROOT, "torch_dlpack_bridge", "include", "torch_dlpack_bridge")
+# Blocks whose text prose_problems reads, and the elements whose text is code, not prose.
+PROSE_BLOCKS = {"p", "li", "dd", "dt", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6", "figcaption", "caption"}
+NOT_PROSE = {"pre", "code", "kbd", "samp", "tt", "script", "style"}
 
 
 class Recorder(http.server.SimpleHTTPRequestHandler):
@@ -133,15 +141,40 @@ class DomReader(html.parser.HTMLParser):
         self.has_table = False
         self.tables: Dict[int, List[Dict[str, object]]] = {}  # {width: MEASURE_SCRIPT's findings}
         self.plain_highlights = 0  # code blocks highlighted with the site's default lexer (Python)
+        self.prose: List[str] = []  # the text of every block (PROSE_BLOCKS) outside code, nested blocks apart
         self._pre = 0
+        self._code = 0
+        self._blocks: List[str] = []
+        self.heading_rows: List[str] = []  # data rows with only their first cell filled
+        self.internal_signatures: List[str] = []  # C++ signatures (<dt class="sig ...">) that name detail::
+        self._row: Optional[List[str]] = None
+        self._sig: Optional[str] = None
 
     def handle_endtag(self, tag):
         if tag == "pre" and self._pre:
             self._pre -= 1
+        if tag in NOT_PROSE and self._code:
+            self._code -= 1
+        if tag in PROSE_BLOCKS and self._blocks:
+            self.prose.append(self._blocks.pop())
+        if tag == "tr" and self._row is not None:
+            cells, self._row = [" ".join(c.split()) for c in self._row], None
+            if len(cells) > 1 and cells[0] and not any(cells[1:]):
+                self.heading_rows.append(cells[0])
+        if tag == "dt" and self._sig is not None:
+            if "detail::" in self._sig:
+                self.internal_signatures.append(" ".join(self._sig.split()))
+            self._sig = None
 
     def handle_data(self, data):
         if self._pre:
             self.code_blocks[-1] += data
+        if self._blocks and not self._code:
+            self._blocks[-1] += data
+        if self._row:
+            self._row[-1] += data
+        if self._sig is not None:
+            self._sig += data
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -150,6 +183,16 @@ class DomReader(html.parser.HTMLParser):
                 self.ids.add(a[key])
         if tag in ("h1", "h2"):
             self.headings += 1
+        if tag in NOT_PROSE:
+            self._code += 1
+        if tag in PROSE_BLOCKS:
+            self._blocks.append("")
+        if tag == "tr":
+            self._row = []
+        if tag == "td" and self._row is not None:  # data cells only: a header row may leave cells empty
+            self._row.append("")
+        if tag == "dt" and "sig" in (a.get("class") or "").split():
+            self._sig = ""
         if tag == "div" and "highlight-default" in (a.get("class") or "").split():
             self.plain_highlights += 1
         if tag == "table":
@@ -186,6 +229,40 @@ def code_problems(page: str, dom: DomReader, examples_of: Dict[str, bool]) -> Li
     if page.startswith("reference/cpp/") and dom.plain_highlights:
         problems.append(f"{page}: {dom.plain_highlights} code block(s) highlighted as Python, the site's default "
                         "(write \\code{.cpp} in the header)")
+    return problems
+
+
+def prose_problems(page: str, dom: DomReader) -> List[str]:
+    """Blocks of rendered text with a stray backtick or an unbalanced quote (code is not prose: left out).
+    Smart quotes make an apostrophe a closing ’, so a ‘ must be closed, while a ’ may stand alone."""
+    problems = []
+    for text in dom.prose:
+        found = []
+        if "`" in text:
+            found.append("a backtick")
+        open_single = 0
+        for ch in text:
+            if ch == "\u2018":
+                open_single += 1
+            elif ch == "\u2019" and open_single:
+                open_single -= 1
+        if open_single:
+            found.append("an opening quote ‘ never closed")
+        if text.count("\u201c") != text.count("\u201d"):
+            found.append(f"{text.count(chr(0x201c))} “ against {text.count(chr(0x201d))} ”")
+        if text.count('"') % 2:
+            found.append('an odd number of "')
+        if found:
+            problems.append(f"{page}: rendered text with {' and '.join(found)}: {' '.join(text.split())[:160]!r}")
+    return problems
+
+
+def reference_problems(page: str, dom: DomReader) -> List[str]:
+    """Table rows that are headings among the data; signatures that show internals."""
+    problems = [f"{page}: a table row with only its first cell filled, a heading among the data: {r[:60]!r}"
+                for r in dom.heading_rows]
+    problems += [f"{page}: the reference shows an internal name (detail::): {s[:100]!r}"
+                 for s in dom.internal_signatures]
     return problems
 
 
@@ -315,6 +392,7 @@ def main(argv: List[str]) -> int:
             dom.feed(run.stdout)
             doms[page] = dom
             problems += code_problems(page, dom, examples_of)
+            problems += prose_problems(page, dom) + reference_problems(page, dom)
             if dom.has_table:
                 problems += measure_tables(binary, profile, url)
             # The search page has no heading; every other page has its title as one.

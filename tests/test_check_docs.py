@@ -48,6 +48,52 @@ def test_a_reference_code_block_highlighted_as_python_fails():
     assert problems("guides/new.html", plain) == []  # elsewhere a block names its language, or is text
 
 
+def rendered(page, html):
+    dom = check_docs.DomReader()
+    dom.feed(html)
+    return check_docs.prose_problems(page, dom) + check_docs.reference_problems(page, dom)
+
+
+def test_prose_with_a_stray_backtick_or_an_unclosed_quote_fails():
+    # The bindings page as Breathe rendered pybind11.h's comments: Doxygen reads `...'...` as typographic quotes
+    broken = ("<p>and why (<a href='#'>refusals.h</a>): \u2018overload 1: argument \u2018y\u2019: expected dtype "
+              "float32, got float16`.</p>")
+    found, = rendered("reference/cpp/bindings.html", broken)
+    assert "a backtick and an opening quote \u2018 never closed" in found and "overload 1" in found
+    annotated = ("<p>a typed one \u2018typing.Annotated[...], dict(dtype=\u2019float32\u2019, \u2026)]<code>, a returned "
+                 "tensor</code>typing.Any<code>or</code>typing.Annotated[typing.Any, dict(...)]`.</p>")
+    found, = rendered("reference/cpp/bindings.html", annotated)
+    assert "a backtick" in found
+    fixed = "<p>and why: <code>overload 1: argument 'y': expected `dtype` float32, got float16</code>.</p>"
+    assert rendered("reference/cpp/bindings.html", fixed) == []
+    # an apostrophe is a closing quote alone; code and code blocks are not prose
+    assert rendered("p.html", "<li>the producer\u2019s words <code>\"output: \"</code></li><pre>`x' \"</pre>") == []
+
+
+def test_a_quote_broken_over_two_paragraphs_fails():
+    # A quoted string over two lines of a doc comment: Breathe ends the paragraph at the line break
+    split = ("<dd><p>A leaf as torch refuses it (\u201ca leaf Variable that</p><p>requires grad is being used\u201d); "
+             "any other</p></dd>")
+    assert len(rendered("reference/cpp/tensor.html", split)) == 2
+    # smart quotes turn "output: " into \u201coutput: \u201c (a space before the closing quote)
+    found, = rendered("guides/x.html", "<p>starts with (\u201coutput: \u201c, \u201coutput \u2018out\u2019: \u201c)</p>")
+    assert "4 \u201c against 0 \u201d" in found
+    assert len(rendered("guides/x.html", '<td>say "hello</td>')) == 1
+
+
+def test_a_group_heading_as_a_table_row_and_an_internal_signature_fail():
+    grouped = ("<table><thead><tr><th>Name</th><th></th></tr></thead><tbody><tr><td><p><strong>Functions</strong></p>"
+               "</td><td></td></tr><tr><td>guard</td><td>Runs a body</td></tr></tbody></table>")
+    found, = rendered("reference/cpp/consumer.html", grouped)
+    assert "heading among the data" in found and "Functions" in found
+    assert rendered("reference/cpp/consumer.html", grouped.replace("<td></td>", "<td>-</td>")) == []
+    internal = ('<dl><dt class="sig sig-object cpp" id="x"><span class="sig-name">Tensor</span>(detail::unchecked_t, '
+                "PyObject *obj)</dt><dd><p>For the binding casters</p></dd></dl>")
+    found, = rendered("reference/cpp/tensor.html", internal)
+    assert "internal name" in found
+    assert rendered("reference/cpp/tensor.html", internal.replace("detail::unchecked_t", "PyObject *obj")) == []
+
+
 # A page's tables as MEASURE_SCRIPT reports them (px): a 364 px box at 390, Furo's 742 px column at 1280.
 def measured(width, box_left, box_right, table_width, box_width, scrolls, first_right=100):
     return dict(label="case", width=width, box_left=box_left, box_right=box_right, table_width=table_width,

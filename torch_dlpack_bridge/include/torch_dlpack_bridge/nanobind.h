@@ -31,7 +31,7 @@
  * from_python() never throws and keeps nothing to raise later: nanobind's std::optional and list casters take
  * an element's value inside their own `noexcept` code, where a throwing value would end the process. Call
  * `tdb::explain_refusals(m)` at the end of NB_MODULE and that same TypeError also says which tensor argument each
- * overload refused, and why (refusals.h): `overload 1: argument 'y': expected dtype float32, got float16`.
+ * overload refused, and why (refusals.h): ``overload 1: argument 'y': expected dtype float32, got float16``.
  *
  * Return values: a `tdb::OwnedTensor<float, tdb::ndim<2>>` (typed outputs, torch_dlpack_bridge/output.h,
  * included here) or a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
@@ -48,8 +48,8 @@
  * \endcode
  *
  * Signatures (docstrings, errors, and so the stubs `python -m nanobind.stubgen` writes), as in pybind11.h: a
- * tensor parameter is `torch_dlpack_bridge.typing.DLPackTensor`, a typed one `typing.Annotated[
- * torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']], dict(dtype='float32', ...)]`, a returned
+ * tensor parameter is `torch_dlpack_bridge.typing.DLPackTensor`, a typed one ``typing.Annotated[
+ * torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']], dict(dtype='float32', ...)]``, a returned
  * tensor `typing.Any` or `typing.Annotated[typing.Any, dict(...)]`.
  *
  * Errors: a `tdb::Error` thrown by the function becomes its Python exception (TypeError, ValueError,
@@ -164,7 +164,8 @@ inline bool wrap_nanobind_function(PyObject* f) {
  * \brief Makes every function of `m` (its classes' methods and its submodules' functions too) say why a tdb
  * parameter refused a tensor when no overload takes a call: nanobind's TypeError, the same type and listing, with
  * one line per overload and refused tensor argument added (refusals.h). Call it at the end of NB_MODULE, after
- * the last `def`. A call that is taken costs one test more; a refused one, a second dispatch. Does nothing with
+ * the last `def` (a function defined later is not wrapped). The call is dispatched once either way: the reasons
+ * are noted while nanobind resolves it; a call that is taken pays a thread-local read and write. Does nothing with
  * the limited API (NB_STABLE_ABI).
  */
 inline void explain_refusals(nanobind::module_& m) {

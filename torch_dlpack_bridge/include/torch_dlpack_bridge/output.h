@@ -35,7 +35,7 @@
  * return `out.to_python()`, or `tdb::to_python_tuple(std::move(a), std::move(b))` for several.
  *
  * Errors: every failure throws tdb::Error (inside `tdb::guard` or a binding function it becomes a Python
- * exception), its message starting with the output's name ("output: ", "output 'out': " for
+ * exception), its message starting with the output's name (``"output: "``, ``"output 'out': "`` for
  * `tdb::named<kOut>`): the producer's allocation failure with the kind it reported (MemoryError when out of
  * memory, ValueError for more bytes than torch can address), TypeError when the tensor it is allocated like
  * has no producer table (a NumPy array taken through `__dlpack__`), ValueError for a shape or device the

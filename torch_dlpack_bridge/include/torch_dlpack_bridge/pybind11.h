@@ -29,11 +29,11 @@
  * overload is tried, whatever the other arguments need (`f(Tensor<float>, float)` and `f(Tensor<double>,
  * double)` under one name take `f(float64 tensor, np.float32(2))`), and when no overload takes the call
  * pybind11 raises its TypeError, "f(): incompatible function arguments", listing every overload with its
- * parameters' names (`py::arg`) and constraints, e.g. `x: typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor,
- * dict(dtype='float32', shape=(None, 3), order='C', device='cuda')]`, and the arguments' reprs. A caster
+ * parameters' names (`py::arg`) and constraints, e.g. ``x: typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor,
+ * dict(dtype='float32', shape=(None, 3), order='C', device='cuda')]``, and the arguments' reprs. A caster
  * never throws: raising its own error would stop the overloads after it. Call `tdb::explain_refusals(m)` at the
  * end of PYBIND11_MODULE and that same TypeError also says which tensor argument each overload refused, and
- * why (refusals.h): `overload 1: argument 'y': expected dtype float32, got float16`.
+ * why (refusals.h): ``overload 1: argument 'y': expected dtype float32, got float16``.
  *
  * Return values: a `tdb::OwnedTensor<float, tdb::ndim<2>>` (typed outputs, torch_dlpack_bridge/output.h,
  * included here) or a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
@@ -51,9 +51,9 @@
  *
  * Signatures (docstrings, errors, and so the stubs pybind11-stubgen writes): a tensor parameter is
  * `torch_dlpack_bridge.typing.DLPackTensor` (what a caller passes: any object with `__dlpack__`), a typed one
- * `typing.Annotated[torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']], dict(dtype='float32',
- * shape=(None,), ...)]`, a
- * returned tensor `typing.Any` or `typing.Annotated[typing.Any, dict(...)]` (the producer's type).
+ * ``typing.Annotated[torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']], dict(dtype='float32',
+ * shape=(None,), ...)]``, a returned tensor `typing.Any` or `typing.Annotated[typing.Any, dict(...)]` (the
+ * producer's type).
  *
  * Errors: a `tdb::Error` thrown by the function becomes its Python exception (TypeError, ValueError,
  * BufferError, ...), through a module-local exception translator, in every extension module that includes
@@ -150,8 +150,9 @@ inline bool wrap_pybind11_function(PyObject* f) {
  * \brief Makes every function of `m` (its classes' methods and its submodules' functions too) say why a tdb
  * parameter refused a tensor when no overload takes a call: pybind11's TypeError, the same type and listing, with
  * one line per overload and refused tensor argument added (refusals.h). Call it at the end of PYBIND11_MODULE,
- * after the last `def`. A call that is taken costs one test more; a refused one, a second dispatch. Needs
- * pybind11 3 (its vectorcall dispatcher); does nothing with pybind11 2 or the limited API.
+ * after the last `def` (a function defined later is not wrapped). The call is dispatched once either way: the
+ * reasons are noted while pybind11 resolves it (both passes); a call that is taken pays a thread-local read and
+ * write. Needs pybind11 3 (its vectorcall dispatcher); does nothing with pybind11 2 or the limited API.
  */
 inline void explain_refusals(pybind11::module_& m) {
 #if PYBIND11_VERSION_MAJOR >= 3 && !defined(Py_LIMITED_API)

@@ -1,8 +1,8 @@
 /*!
  * \file torch_dlpack_bridge/signature.h
  * \brief The type of a typed parameter (or returned tensor) in Python signatures, docstrings and stubs,
- *        written at compile time from its annotations: `typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor,
- *        dict(dtype='float32', shape=(None, 3), ...)]`.
+ *        written at compile time from its annotations: ``typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor,
+ *        dict(dtype='float32', shape=(None, 3), ...)]``.
  *
  * Included by tensor.h; the binding headers' casters use `detail::Signature` and `detail::OutputSignature`.
  */

@@ -265,8 +265,8 @@ inline bool dlpack_tensor_table(PyObject* obj, const DLPackExchangeAPI** api) no
 /*!
  * \brief True when `obj` (borrowed) can be taken as a tensor: its type publishes an exchange table, or has a
  * `__dlpack__` method. A class (e.g. `torch.Tensor` itself) never is. Never throws and leaves no Python
- * exception set (binding libraries' type casters use it to decide between "not a tensor: try the next
- * overload" and "a tensor: export it").
+ * exception set (binding libraries' type casters use it to decide between
+ * "not a tensor: try the next overload" and "a tensor: export it").
  */
 inline bool is_dlpack_tensor(PyObject* obj) noexcept {
   const DLPackExchangeAPI* api;

@@ -177,7 +177,7 @@ class Tensor : public TensorView {
   }
   /*! \brief Adopts a view and checks the constraints against it (throws tdb::Error naming the view). */
   explicit Tensor(TensorView&& view) : TensorView(std::move(view)) { check(*this); }
-  /*! \brief For the binding casters: takes `obj` without checking; they call satisfied_by() / check(). */
+  /*! \private \brief For the binding casters: takes `obj` without checking; they call satisfied_by() / check(). */
   TDB_ALWAYS_INLINE Tensor(detail::unchecked_t, PyObject* obj, const DLPackExchangeAPI* api, const char* name)
       : TensorView(obj, api, name) {}
   /*! \brief Moves the view (and any owning export it holds), as TensorView does. */
