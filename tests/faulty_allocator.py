@@ -8,10 +8,11 @@ alone, as it would see a faulty producer of another framework.
 """
 
 import ctypes
+import mmap
 
 import torch
 
-from table_ctypes import DLTensor, ExchangeAPI, ManagedTensorVersioned, table
+from table_ctypes import DELETER, DLTensor, ExchangeAPI, ManagedTensorVersioned, table
 
 # The allocator as ctypes sees it: the prototype, the out pointer, and SetError's context and function passed on.
 ALLOCATOR = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor),
@@ -40,15 +41,49 @@ def _spoil(fault, t):
         raise ValueError(fault)
 
 
+READ_ONLY, IS_COPIED, IS_SUBBYTE_TYPE_PADDED = 1, 2, 4  # DLPACK_FLAG_BITMASK_*
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype, _libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                                            ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+
+def _read_only(managed, deleted, keep):
+    """Points the allocated tensor (a ManagedTensorVersioned) at fresh memory mapped PROT_READ, flagged READ_ONLY, with a
+    deleter that records its call in `deleted`, gives the producer its tensor back and unmaps that memory."""
+    t = managed.dl_tensor
+    size = t.bits // 8 * t.lanes
+    for i in range(t.ndim):
+        size *= t.shape[i]
+    size = max(size, 1)
+    address = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    assert address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    managed.dl_tensor.data = address
+    managed.flags |= READ_ONLY
+    inner_deleter = DELETER(ctypes.cast(managed.deleter, ctypes.c_void_p).value)  # a copy: the field is replaced below
+
+    def deleter(pointer):
+        deleted.append(pointer)
+        inner_deleter(pointer)
+        _libc.munmap(address, size)
+
+    managed.deleter = DELETER(deleter)
+    keep.append(managed.deleter)
+
+
 FAULTS = ["null_strides", "null_shape", "one_row", "fewer_dims", "other_dtype", "every_other", "null_data",
           "other_device_type", "other_device_id"]
+# Flags alone: harmless on a float32 output (a new tensor may say it is a copy; padding is for sub-byte elements).
+FLAGS = {"is_copied": IS_COPIED, "padded": IS_SUBBYTE_TYPE_PADDED}
 
 
 def faulty_type(fault):
-    """A new torch.Tensor subclass whose type publishes a table with the allocator fault `fault` (one of FAULTS).
+    """A new torch.Tensor subclass whose type publishes a table with the allocator fault `fault` (one of FAULTS, FLAGS,
+    or "read_only": memory mapped read-only and flagged so, its deleter's calls listed in the type's `faulty_deleted`).
     `other_device_id` allocates on the device after the one asked for (a producer with several devices: tdbdev)."""
     inner = table()
     inner_allocate = ALLOCATOR(inner.managed_tensor_allocator)
+    deleted, keep = [], []  # the read-only tensors' deleter calls; their deleters, kept alive
 
     def allocate(prototype, out, error_ctx, set_error):
         asked = prototype.contents
@@ -59,7 +94,11 @@ def faulty_type(fault):
         finally:
             if fault == "other_device_id":
                 asked.device_id -= 1
-        if rc == 0:
+        if rc == 0 and fault == "read_only":
+            _read_only(out[0].contents, deleted, keep)
+        elif rc == 0 and fault in FLAGS:
+            out[0].contents.flags |= FLAGS[fault]
+        elif rc == 0:
             _spoil(fault, out[0].contents.dl_tensor)
         return rc
 
@@ -72,5 +111,5 @@ def faulty_type(fault):
     name = ctypes.c_char_p(b"dlpack_exchange_api")
     capsule = new_capsule(ctypes.addressof(api), name, None)
     # The type keeps the table, its callback and the capsule's name alive as long as a consumer may use them.
-    return type(f"Faulty_{fault}", (torch.Tensor,), {"__dlpack_c_exchange_api__": capsule,
-                                                      "_faulty_keep": (api, callback, inner_allocate, name)})
+    return type(f"Faulty_{fault}", (torch.Tensor,), {"__dlpack_c_exchange_api__": capsule, "faulty_deleted": deleted,
+                                                      "_faulty_keep": (api, callback, inner_allocate, name, keep)})

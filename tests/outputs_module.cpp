@@ -39,6 +39,15 @@ Out scaled(float a, const Vector& x) {
   return out;
 }
 
+// Through tdb::allocate itself (the untyped owning handle the typed outputs are made of): a * x, float32 on x's device.
+tdb::ManagedTensor allocated(float a, const Vector& x) {
+  tdb::ManagedTensor out = tdb::allocate(x.api(), {x.size(0)}, tdb::kFloat32, x.device());
+  float* o = tdb::data_ptr<float>(out.dl());
+  const auto v = x.view();
+  for (int64_t i = 0; i < v.size(0); ++i) o[i] = a * v(i);
+  return out;
+}
+
 // Two outputs: (x + 1, 2 * x).
 std::tuple<Out, Out> pair(const Vector& x) {
   Out plus = Out::empty_like(x), twice = Out::empty_like(x);
@@ -161,6 +170,7 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   tdb::register_pybind11_error_translator();
 #endif
   m.def("scaled", &scaled, py::arg("a"), py::arg("x"));
+  m.def("allocated", &allocated, py::arg("a"), py::arg("x"));
   m.def("pair", &pair, py::arg("x"));
   m.def("split", &split, py::arg("x"));
   m.def("grid", &grid, py::arg("like"), py::arg("rows"), py::arg("cols"));

@@ -8,6 +8,7 @@ tensors where Paddle is installed) or of a table the kernel names, and comes bac
 import gc
 import os
 import re
+import subprocess
 import sys
 import weakref
 
@@ -18,7 +19,7 @@ import torch
 import torch_dlpack_bridge  # noqa: F401  (publishes the table)
 import typed_tensor_build
 from example_packages import import_from
-from faulty_allocator import FAULTS, faulty_type
+from faulty_allocator import FAULTS, FLAGS, faulty_type
 from typed_tensor_build import FLAVOURS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -183,6 +184,47 @@ def test_an_output_on_another_device_of_the_producer_is_refused_and_freed(scaled
     gc.collect()
     assert tdbdev.live_allocations() == live  # the refused tensor went back to its producer
     assert scaled(2.0, torch.arange(5.0).to("tdbdev:1")).device == torch.device("tdbdev:1")
+
+
+READ_ONLY_CASE = """
+import sys
+sys.path[:0] = {paths!r}
+import torch
+import torch_dlpack_bridge
+from faulty_allocator import faulty_type
+for module, function in {cases!r}:
+    Faulty = faulty_type("read_only")
+    try:
+        getattr(__import__(module), function)(2.0, torch.arange(4.0).as_subclass(Faulty))
+        outcome = "returned"
+    except Exception as e:
+        outcome = type(e).__name__ + ": " + str(e)
+    print(module, function, "->", outcome, "| deleter calls:", len(Faulty.faulty_deleted), flush=True)
+"""
+
+
+def test_an_output_in_read_only_memory_is_refused_and_given_back_once(modules):
+    """Issue 45.1: an allocator whose tensor lies in memory mapped read-only (PROT_READ), flagged READ_ONLY: the kernel
+    wrote it (SIGSEGV, every flavour and tdb::allocate itself); now a BufferError naming the flag, the producer's
+    deleter called once. In a fresh interpreter, so that the old crash fails this test instead of ending the run."""
+    cases = [(f"tdb_outputs_{flavour}", function) for flavour in FLAVOURS for function in ("scaled", "allocated")]
+    cases.append(("tdb_outputs_pybind11", "raw_scaled"))
+    paths = [HERE] + sorted({os.path.dirname(m.__file__) for m in modules.values()})
+    from conftest import python_env
+
+    res = subprocess.run([sys.executable, "-c", READ_ONLY_CASE.format(paths=paths, cases=cases)], capture_output=True,
+                         text=True, timeout=300, env=python_env())
+    assert res.returncode == 0, (res.returncode, res.stdout, res.stderr)
+    refused = ("BufferError: output: producer allocator returned a tensor other than the one requested (float32 [4] "
+               "on cpu, row-major), got read-only memory (DLPACK_FLAG_BITMASK_READ_ONLY) | deleter calls: 1")
+    assert res.stdout.splitlines() == [f"{module} {function} -> {refused}" for module, function in cases], res.stdout
+
+
+@pytest.mark.parametrize("flag", sorted(FLAGS))
+def test_flags_that_say_nothing_about_a_float32_output_are_taken(scaled, flag):
+    """IS_COPIED says nothing about a new tensor; IS_SUBBYTE_TYPE_PADDED only about elements smaller than a byte."""
+    out = scaled(2.0, torch.arange(4.0).as_subclass(faulty_type(flag)))
+    assert out.tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
 def test_numpy_input_cannot_allocate(scaled):

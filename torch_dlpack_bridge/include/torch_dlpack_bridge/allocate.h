@@ -65,17 +65,24 @@ inline std::string output_prefix(const char* name) {
 }
 
 /*! \brief How an allocator's tensor differs from the request (kAsAsked: it does not). */
-enum class AllocationFault { kAsAsked, kRank, kNoShape, kShape, kDtype, kDevice, kStrides, kNoData };
+enum class AllocationFault {
+  kAsAsked, kRank, kNoShape, kShape, kDtype, kDevice, kStrides, kNoData, kReadOnly, kPadded
+};
 
 /*!
  * \brief Compares what a producer's allocator returned with what was asked: the rank, the shape and strides
  * present, the sizes, the dtype, the device (its id too, except on the CPU, where torch answers cpu:0 whatever
- * id is asked), row-major strides and data wherever there are elements. A kernel indexes the output with its
- * own sizes, so any difference is an out-of-bounds write. Each field is read only once the ones it depends on
- * are known to be right (the strides once the shape is known to be there).
+ * id is asked), row-major strides and data wherever there are elements; then the flags: a kernel writes its
+ * output, so memory flagged read-only (DLPACK_FLAG_BITMASK_READ_ONLY, perhaps mapped read-only: a write
+ * there is a SIGSEGV) is refused, and so are sub-byte elements padded to a byte each (IS_SUBBYTE_TYPE_PADDED,
+ * where bits * lanes < 8: the kernel writes them packed, as DLPack lays them out by default); IS_COPIED says
+ * nothing about a new tensor. A kernel indexes the output with its own sizes, so any difference is an out-of-bounds
+ * write. Each field is read only once the ones it depends on are known to be right (the strides once the shape
+ * is known to be there).
  */
-inline AllocationFault allocation_fault(const DLTensor& t, int32_t ndim, const int64_t* shape, DLDataType dtype,
-                                        DLDevice device) noexcept {
+inline AllocationFault allocation_fault(const DLManagedTensorVersioned& m, int32_t ndim, const int64_t* shape,
+                                        DLDataType dtype, DLDevice device) noexcept {
+  const DLTensor& t = m.dl_tensor;
   if (t.ndim != ndim) return AllocationFault::kRank;
   if (ndim > 0 && (!t.shape || !t.strides)) return AllocationFault::kNoShape;
   for (int32_t i = 0; i < ndim; ++i)
@@ -86,6 +93,9 @@ inline AllocationFault allocation_fault(const DLTensor& t, int32_t ndim, const i
     return AllocationFault::kDevice;
   if (!tdb::is_contiguous(t)) return AllocationFault::kStrides;
   if (!t.data && numel(t) != 0) return AllocationFault::kNoData;
+  if (m.flags & DLPACK_FLAG_BITMASK_READ_ONLY) return AllocationFault::kReadOnly;
+  if ((m.flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) && t.dtype.bits * t.dtype.lanes < 8)
+    return AllocationFault::kPadded;
   return AllocationFault::kAsAsked;
 }
 
@@ -102,6 +112,10 @@ inline AllocationFault allocation_fault(const DLTensor& t, int32_t ndim, const i
     case AllocationFault::kDtype: got = "dtype " + dtype_name(t.dtype); break;
     case AllocationFault::kDevice: got = "a tensor on " + device_name(t.device); break;
     case AllocationFault::kStrides: got = "strides " + shape_str(t.ndim, t.strides); break;
+    case AllocationFault::kReadOnly: got = "read-only memory (DLPACK_FLAG_BITMASK_READ_ONLY)"; break;
+    case AllocationFault::kPadded:
+      got = "sub-byte elements padded to a byte each (DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED)";
+      break;
     default: got = "no data (NULL) for " + std::to_string(numel(t)) + " element(s)"; break;
   }
   throw Error(PyExc_BufferError, output_prefix(name) + "producer allocator returned a tensor other than the one "
@@ -128,9 +142,8 @@ inline ManagedTensor allocate_output(const char* name, const DLPackExchangeAPI* 
     throw_pending_as(output_prefix(name));
   }
   ManagedTensor result(out, api);
-  const DLTensor& t = result.dl();
-  const AllocationFault fault = allocation_fault(t, ndim, shape, dtype, device);
-  if (fault != AllocationFault::kAsAsked) refuse_allocation(name, fault, t, ndim, shape, dtype, device);
+  const AllocationFault fault = allocation_fault(*result.get(), ndim, shape, dtype, device);
+  if (fault != AllocationFault::kAsAsked) refuse_allocation(name, fault, result.dl(), ndim, shape, dtype, device);
   return result;
 }
 }  // namespace detail
@@ -140,8 +153,8 @@ inline ManagedTensor allocate_output(const char* name, const DLPackExchangeAPI* 
  * the owning handle (use .to_python() to return it to Python). A failure reported through SetError
  * becomes a Python exception of that kind (MemoryError, ValueError, ...) thrown as tdb::Error, its message
  * starting with "output: " (the producer's words do not say which tensor it failed to make). A tensor
- * other than the one asked for (rank, sizes, dtype, device, row-major strides, data) is given back to its
- * producer and refused with a BufferError saying what differs.
+ * other than the one asked for (rank, sizes, dtype, device, row-major strides, data, writable memory) is given
+ * back to its producer and refused with a BufferError saying what differs.
  */
 inline ManagedTensor allocate(const DLPackExchangeAPI* api, int32_t ndim, const int64_t* shape, DLDataType dtype,
                               DLDevice device) {
