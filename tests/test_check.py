@@ -16,7 +16,7 @@ import torch
 
 import planted
 import torch_dlpack_bridge
-from torch_dlpack_bridge.check import NAMES, cases, runner
+from torch_dlpack_bridge.check import NAMES, Interrupted, cases, interpreter, runner
 from torch_dlpack_bridge.check.pytest_entry import conformance_tests
 
 PLANTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "planted.py")
@@ -62,7 +62,8 @@ def test_planted_table_without_defect_passes(control):
 def run_in_process(defect, case):
     target = planted.Planted(defect)
     target.setup()
-    ctx = cases.Context(target, exit_probe_command=lambda: runner.command("exit-probe", f"{PLANTED}:{defect}", "60"))
+    ctx = cases.Context(target, exit_probe_command=lambda: interpreter.command("exit-probe", f"{PLANTED}:{defect}",
+                                                                                 "60"))
     return cases.run_case(ctx, case)
 
 
@@ -221,7 +222,15 @@ class Hanging(Fake):
             f.write(" ".join(map(str, pids)))
         time.sleep(600)
 
-fake, hangs_in_corpus = Fake, Hanging
+class Waiting(Fake):
+    def corpus(self):  # a slow framework: says its pid and a helper's (in its group), then takes its time
+        helper = subprocess.Popen(["sleep", "300"]).pid
+        with open(os.environ["CASE_PIDS"] + ".tmp", "w") as f:
+            f.write(f"{os.getpid()} {helper}")
+        os.rename(os.environ["CASE_PIDS"] + ".tmp", os.environ["CASE_PIDS"])
+        time.sleep(600)
+
+fake, hangs_in_corpus, waits_in_corpus = Fake, Hanging, Waiting
 """
 
 
@@ -282,3 +291,171 @@ def test_a_hanging_second_interpreter_is_killed(tmp_path, monkeypatch):
     recorded = [int(p) for p in pids.read_text().split()]
     assert 1 <= len(recorded) <= 2  # the case's interpreter and (unless killed before its setup) the second one
     assert wait_gone(recorded, 10) == []
+
+
+# A framework whose progress thread prints a dot after each partial line written to stdout, in setup and during
+# a case: the write waits for the dot, so the dot lands inside whatever the checker's code writes there.
+DOTS = FAKE + """
+import sys, threading
+
+class Dots(Fake):
+    def setup(self):
+        real, tick, printed = sys.stdout, threading.Semaphore(0), threading.Semaphore(0)
+
+        def progress():
+            while True:
+                tick.acquire()
+                real.write(".")
+                real.flush()
+                printed.release()
+
+        class Stdout:
+            def write(self, text):
+                real.write(text)
+                if text and not text.endswith("\\n"):
+                    tick.release()
+                    printed.acquire()
+
+            def flush(self):
+                real.flush()
+
+        threading.Thread(target=progress, daemon=True).start()
+        sys.stdout = Stdout()
+        print("loading", end="")
+        return {}
+
+    def corpus(self):
+        print("compiling", end="")
+        return []
+
+dots = Dots
+"""
+
+# A framework that points sys.stdout (and fd 1) at its own log, in the case interpreter and in the
+# interpreter-exit case's second one (this project's table: that case needs a real export).
+LOGS = """
+import os, sys
+from torch_dlpack_bridge.check.targets import Torch
+
+class Logs(Torch):
+    def setup(self):
+        log = open(os.environ["TARGET_LOG"], "a")
+        os.dup2(log.fileno(), 1)
+        sys.stdout = log
+        print("framework ready", flush=True)
+        return super().setup()
+
+def logs():
+    return Logs("bridge")
+"""
+CHECKER = os.path.join(REPO, "torch_dlpack_bridge", "check", "__main__.py")
+
+
+def check_by_path(*args, env=None):
+    """The checker run by its path, as a framework's CI runs it (it imports no torch itself)."""
+    return subprocess.run([sys.executable, CHECKER, *args, "--json"], capture_output=True, text=True, timeout=300,
+                          env=env)
+
+
+def test_results_survive_a_target_that_prints_inside_them(tmp_path):
+    """Results travel on a channel of their own: a progress dot printed right after any partial line on stdout
+    (before the checker's result lines ended, with results on stdout) leaves the report intact."""
+    (tmp_path / "dots.py").write_text(DOTS)
+    result = check_by_path(f"{tmp_path / 'dots.py'}:dots", "--case", "header.version", "--case", "export.managed")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [(r["case"], r["status"]) for r in report["results"]] == [("header.version", "PASS"),
+                                                                     ("export.managed", "SKIP")], report
+
+
+def test_results_survive_a_target_that_points_stdout_at_its_log(tmp_path):
+    """A target that points sys.stdout and fd 1 at its own log, in both of its interpreters, still gets its
+    report: results are not written to stdout, and none of them lands in the log."""
+    (tmp_path / "logs.py").write_text(LOGS)
+    log = tmp_path / "target.log"
+    result = check_by_path(f"{tmp_path / 'logs.py'}:logs", "--case", "header.version", "--case",
+                           "ownership.interpreter-exit", env=dict(os.environ, TARGET_LOG=str(log)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert [r["status"] for r in report["results"]] == ["PASS", "PASS"], report
+    assert log.read_text().splitlines() == ["framework ready"] * 2  # the case's interpreter and the second one
+
+
+def test_a_target_that_closes_the_result_channel_is_told_so(tmp_path):
+    """A target that closes every descriptor it did not open gets a clear error, not a write to the wrong file."""
+    (tmp_path / "closes.py").write_text(FAKE + "import os\nos.closerange(3, 65536)\n")
+    result = check_by_path(f"{tmp_path / 'closes.py'}:fake", "--case", "header.version")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "the target closed or replaced descriptor" in json.loads(result.stdout)["error"]
+
+
+def _case_pids(path, checker):
+    """The case interpreter's pid and its helper's, once its corpus wrote them (or the checker ended)."""
+    end = time.monotonic() + 240
+    while not path.exists():
+        assert checker.poll() is None, checker.communicate()
+        assert time.monotonic() < end, "the case interpreter never started its case"
+        time.sleep(0.05)
+    return [int(p) for p in path.read_text().split()]
+
+
+@pytest.mark.parametrize("to", ["group", "pid"])
+def test_ctrl_c_ends_the_check_with_the_report_of_what_finished(tmp_path, to):
+    """SIGINT to the checker's process group (as a terminal sends Ctrl-C; the case interpreter leads a session
+    of its own and gets none) or to its pid: the checker kills the case interpreter (its helper too), prints
+    the report of what finished and exits 130."""
+    (tmp_path / "waits.py").write_text(FAKE)
+    pids = tmp_path / "pids"
+    main = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "  # as in a shell
+            f"runpy.run_path({CHECKER!r}, run_name='__main__')")
+    checker = subprocess.Popen([sys.executable, "-c", main, f"{tmp_path / 'waits.py'}:waits_in_corpus", "--json",
+                                "--case", "header.version", "--case", "export.managed"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env=dict(os.environ, CASE_PIDS=str(pids)))
+    case_pids = []
+    try:
+        case_pids = _case_pids(pids, checker)
+        (os.killpg if to == "group" else os.kill)(checker.pid, signal.SIGINT)
+        out, err = checker.communicate(timeout=60)
+        assert checker.returncode == 130, out + err
+        report = json.loads(out)
+        assert [(r["case"], r["status"], r["detail"]) for r in report["results"]] == [
+            ("header.version", "PASS", "1.3"), ("export.managed", "SKIP", "interrupted (Ctrl-C) during this case")]
+        assert wait_gone(case_pids, 10) == []
+    finally:
+        for pid in [checker.pid] + case_pids:
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)
+        checker.communicate()
+
+
+def test_ctrl_c_while_a_child_starts_leaves_no_child(tmp_path, monkeypatch):
+    """A Ctrl-C that arrives inside Popen, once the child runs but before its pid is known, is held until the
+    checker can kill the child."""
+    (tmp_path / "waits.py").write_text(FAKE)
+    started = []
+
+    def popen_then_ctrl_c(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        started.append(proc.pid)
+        os.kill(os.getpid(), signal.SIGINT)
+        return proc
+
+    real_popen = subprocess.Popen
+    monkeypatch.setenv("CASE_PIDS", str(tmp_path / "pids"))  # the child would wait in its case, if left
+    monkeypatch.setattr(interpreter.subprocess, "Popen", popen_then_ctrl_c)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(Interrupted) as interrupted:
+            runner.run(f"{tmp_path / 'waits.py'}:waits_in_corpus", ["export.managed"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        monkeypatch.undo()
+        try:
+            assert wait_gone(started, 10) == []
+        finally:
+            for pid in started:
+                if not gone(pid):
+                    os.killpg(pid, signal.SIGKILL)
+    assert interrupted.value.report["results"] == [
+        {"case": "export.managed", "status": "SKIP", "detail": "not run: the check was interrupted (Ctrl-C)"}]

@@ -5,8 +5,10 @@ TARGET is ``torch`` (this project's table, the default), ``torch-native`` (torch
 ``paddle``, ``cuda.core``, or ``module:function``: a function returning a
 :class:`~torch_dlpack_bridge.check.targets.Target`, or a tensor factory ``function(dtype, shape)``.
 Each case (``cases.CASES``) is PASS (with its count of comparisons), FAIL (what was expected, what was seen) or
-SKIP (why). The target is imported and the cases run only in child interpreters (``runner``): a producer that
-prints, crashes or hangs fails its case (or, at import, is the report's error) instead of ending the check.
+SKIP (why). The target is imported and the cases run only in child interpreters (``runner``, ``interpreter``):
+a producer that crashes or hangs fails its case (or, at import, is the report's error) instead of ending the
+check, and what it prints, wherever it points ``sys.stdout``, never mixes with the results. Ctrl-C ends the check
+at once (exit status 130), the report showing what finished.
 
 This package imports neither torch nor the rest of torch_dlpack_bridge: a framework's environment runs it from
 a checkout with ``python -c "import runpy; runpy.run_path('torch_dlpack_bridge/check/__main__.py')" paddle``
@@ -26,9 +28,9 @@ import textwrap
 from typing import Dict, List, Optional
 
 from .cases import CASES, NAMES
-from .runner import failed, run
+from .runner import Interrupted, failed, run
 
-__all__ = ["CASES", "NAMES", "format_table", "main", "run"]
+__all__ = ["CASES", "NAMES", "Interrupted", "format_table", "main", "run"]
 
 
 def format_table(report: Dict, width: int = 110) -> str:
@@ -61,7 +63,8 @@ def cases_help(width: int = 88) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """The `check` command; exit status 0 only when no case fails (2: the target could not be set up)."""
+    """The `check` command; exit status 0 only when no case fails (2: the target could not be set up; 130:
+    interrupted by Ctrl-C, the report showing the cases that finished)."""
     parser = argparse.ArgumentParser(
         prog="python -m torch_dlpack_bridge check",
         description="Checks a framework's DLPack exchange table (DLPackExchangeAPI) case by case.",
@@ -77,11 +80,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole check; the case then "
                         "running is killed with its process group (default 600)")
     args = parser.parse_args(argv)
+    interrupted = False
     try:
         report = run(args.target, args.case, timeout=args.timeout)
+    except Interrupted as stop:  # the case interpreter is gone already
+        report, interrupted = stop.report, True
     except (ValueError, ImportError, AttributeError, TypeError) as error:  # a TARGET that names nothing usable
         parser.error(str(error))
     print(json.dumps(report, indent=1) if args.json else format_table(report))
+    if interrupted:
+        return 130
     if report["error"]:
         return 2
     return 1 if failed(report) else 0

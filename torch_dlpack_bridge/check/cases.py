@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _abi
 from ._abi import describe, numel
+from .interpreter import describe_exit, run_child, say
 
 Passed = Tuple[int, str]  # (how many comparisons the case made, what it saw)
 
@@ -332,8 +333,6 @@ def ownership_release_at_exit(ctx: Context) -> Passed:
     ctx.need("managed_tensor_from_py_object_no_sync")
     if ctx.exit_probe_command is None:
         raise Skip("no command for a second interpreter")
-    from .runner import describe_exit, run_child
-
     # In this interpreter's process group (the check's deadline kills it with this one); it ends a little
     # before that deadline, so that it is this case that says so.
     seconds = max(1.0, min(300.0, ctx.deadline - time.monotonic() - 5))
@@ -342,7 +341,7 @@ def ownership_release_at_exit(ctx: Context) -> Passed:
         raise Fail(f"the second interpreter to exit expected, still running seen: {describe_exit(result, seconds)} "
                    f"(killed)")
     tail = (result.stdout + result.stderr).strip().splitlines()[-3:]
-    if result.code != 0 or "released" not in result.stdout:
+    if result.code != 0 or {"exit-probe": "deleters pending"} not in result.messages:
         raise Fail(f"a clean exit expected, {describe_exit(result, seconds)} seen: {' | '.join(tail)}")
     return 2, "deleters called from atexit and while the interpreter finalizes: clean exit"
 
@@ -365,7 +364,7 @@ def exit_probe(target) -> None:
 
     atexit.register(first.release)
     sys.modules["__main__"].__dict__["_tdb_release_at_finalize"] = ReleaseAtFinalize(second)
-    print("released (deleters pending)", flush=True)
+    say({"exit-probe": "deleters pending"})
 
 
 def to_python_shares_memory(ctx: Context) -> Passed:
