@@ -138,18 +138,22 @@ TABLE_PARAMETERS = {"W": "c_plain", "S": "any_plain", "R": "cuda_plain", "std::o
 def table_rows():
     """[(refusal, parameter, code, line)]: the table's rows, backticks taken off; "the same as meta" is meta's line."""
     with open(TABLE) as f:
-        rows = [[c.strip().strip("`") for c in line.strip().strip("|").split(" | ")] for line in f if line.startswith("| ")]
-    lines = {}
-    for row in rows[1:]:
-        row[3] = lines.get(row[3].replace("the same as ", ""), row[3])
-        lines[row[0]] = row[3]
-    return [tuple(row) for row in rows[1:]]
+        rows = [[c.strip().replace("`", "") for c in line.strip().strip("|").split(" | ")] for line in f
+                if line.startswith("| ")]
+    parsed, lines = [], {}
+    for refusal, code, line in rows[1:]:
+        refusal, parameter = re.fullmatch(r"(.*) \((.*)\)", refusal).groups()
+        lines[refusal] = line = lines.get(line.replace("the same as ", ""), line)
+        parsed.append((refusal, parameter, code, line))
+    return parsed
 
 
 def test_the_table_names_every_refusal():
     assert [row[0] for row in table_rows()] == [
         "dtype", "rank", "fixed size", "order", "device", "read-only", "expanded", "neg", "conj", "meta", "FakeTensor",
-        "requires grad (a leaf)", "requires grad (not a leaf)", "list item", "optional"]
+        "requires grad, a leaf", "requires grad, not a leaf", "list item", "optional"]
+    with open(os.path.join(os.path.dirname(HERE), "docs", "guides", "kernel-authors.md")) as f:
+        assert "```{include} ../../tests/refusal_reasons.md\n```" in f.read()
 
 
 @pytest.mark.parametrize("row", table_rows(), ids=lambda row: row[0])
