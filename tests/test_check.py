@@ -389,6 +389,48 @@ def test_a_target_that_closes_the_result_channel_is_told_so(tmp_path):
     assert "the target closed or replaced descriptor" in json.loads(result.stdout)["error"]
 
 
+# A target that looks for the result channel: in its own descriptors and environment, and in a program it runs
+# (through a shell, which inherits every descriptor not marked close-on-exec). Its `env` makes the case's
+# interpreter start again under that environment first: the channel must survive that.
+REACH = FAKE + """
+import json, stat
+
+class Reach(Fake):
+    env = {"TDB_CHECK_TEST_AGAIN": "1"}
+
+    def setup(self):
+        pipes = []
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if int(name) > 2 and stat.S_ISFIFO(os.fstat(int(name)).st_mode):
+                    pipes.append(int(name))
+            except OSError:  # the listing's own descriptor, closed by now
+                pass
+        out = os.environ["REACH"]
+        os.system(f"ls /proc/self/fd > {out}.program")
+        with open(out, "w") as f:
+            json.dump({"channel_env": os.environ.get("TDB_CHECK_CHANNEL"), "pipes": pipes,
+                       "again": os.environ.get("TDB_CHECK_TEST_AGAIN")}, f)
+        return {}
+
+reach = Reach
+"""
+
+
+def test_the_result_channel_is_out_of_the_targets_reach(tmp_path):
+    """The channel is one pipe at a high descriptor number, its number gone from the environment, and a program
+    the target runs does not inherit it; also after the child started again under the target's environment."""
+    (tmp_path / "reach.py").write_text(REACH)
+    seen = tmp_path / "seen"
+    result = check_by_path(f"{tmp_path / 'reach.py'}:reach", "--case", "header.version",
+                           env=dict(os.environ, REACH=str(seen)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = json.loads(seen.read_text())
+    assert found["again"] == "1" and found["channel_env"] is None, found
+    assert len(found["pipes"]) == 1 and found["pipes"][0] >= 100, found  # (0-2: the target's own)
+    assert all(int(fd) <= 3 for fd in (tmp_path / "seen.program").read_text().split())  # 3: ls's listing
+
+
 def _case_pids(path, checker):
     """The case interpreter's pid and its helper's, once its corpus wrote them (or the checker ended)."""
     end = time.monotonic() + 240
