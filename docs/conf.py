@@ -74,3 +74,10 @@ for name, args in (("cli-help.txt", ["--help"]), ("cli-bench-help.txt", ["bench"
                           text=True, env=dict(os.environ, COLUMNS="88")).stdout
     with open(os.path.join(GENERATED, name), "w") as f:
         f.write(text)
+
+# Break opportunities between names in inline code and signatures, added to the written pages (break_points.py).
+import break_points  # noqa: E402
+
+
+def setup(app):
+    app.connect("build-finished", break_points.on_build_finished)

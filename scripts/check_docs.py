@@ -25,6 +25,12 @@ Fails (exit 1, one line per problem) on:
   C++ signature that shows an internal name (`detail::`): what the reference shows is public API;
 - a table that overflows the viewport at 390 or 1280 px (WIDTHS), measured in Chromium: it must fit, or scroll
   inside a box of its own (an ancestor with overflow-x: auto) that fits, with its first column inside that box;
+  at 1280 px (DESKTOP) it must fit its column without scrolling;
+- at either width, measured in Chromium: a name in inline code or a C++ signature broken across two lines
+  between two word characters (`ValueErro|r`; docs/break_points.py gives them break points between names), an
+  error example (a code block with an exception's or a refusal's line) wider than its box, so that its reason
+  line is off-screen, and an anchor target (a section, a label, a reference entry) whose heading a jump to it
+  leaves under the sticky header;
 - a missing image: an <img src> or <object data> (the Graphviz diagrams) that the server does not have, or that
   is empty or not an image; and any request Chromium made while rendering a page that the server answered with
   an error (stylesheets, scripts and images as the browser asked for them).
@@ -60,6 +66,7 @@ SKIP_DIRS = ("_static", "_images", "_sources", "_downloads")
 MAX_CODE_COLUMNS = 90
 # Screenshot and table-measurement widths: a laptop's and a phone's.
 WIDTHS = {"": 1280, "-phone": 390}
+DESKTOP = 1280  # from this width on, a table must fit its column without scrolling
 # Served with ?MEASURE, a page is a frame per width of WIDTHS around the page itself carrying MEASURE_SCRIPT
 # (?MEASURE_INNER): after load, each frame writes its tables' fit into the outer page's DOM. Frames, because
 # headless Chromium lays a window out at no less than 500 px.
@@ -81,10 +88,55 @@ window.addEventListener("load", () => {
                   ["auto", "scroll"].includes(getComputedStyle(box).overflowX),
                 first_right: Math.ceil(first.right - b.left)});
   }
+  // Identifiers broken across two lines (inline code, C++ signatures): a line break between two word characters.
+  const breaks = [], word = /[A-Za-z0-9_]/, range = document.createRange();
+  for (const root of document.querySelectorAll("article code, article dt.sig")) {
+    if (root.closest("pre")) continue;
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      range.selectNodeContents(node);
+      if (range.getClientRects().length < 2) continue;  // on one line
+      let top = null, before = "";
+      for (let i = 0; i < node.data.length; i++) {
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const r = range.getBoundingClientRect(), c = node.data[i], previous = before;
+        before = c;
+        if (!c.trim() || !r.height) continue;
+        if (top !== null && r.top > top + r.height / 2 && word.test(previous) && word.test(c))
+          breaks.push(node.data.slice(Math.max(0, i - 30), i) + "|" + node.data.slice(i, i + 12));
+        top = r.top;
+      }
+    }
+  }
+  // Error examples (a block with an exception's or a refusal's line) wider than their box: the reason is off-screen.
+  const error = /^\\s*([A-Za-z_.]*(Error|Exception|Warning)(:|$)|overload \\d+: argument|argument '|Why the )/m;
+  const errors = [...document.querySelectorAll("article pre")].filter(
+    pre => error.test(pre.textContent) && pre.scrollWidth > pre.clientWidth + 1).map(
+    pre => pre.textContent.split("\\n").find(line => error.test(line)).trim().slice(0, 60));
+  // Anchor jumps: each target (a section, a label, a reference entry) jumped to as a link does, where its heading
+  // lands against what sticks to the top of the window (Furo's header on a phone).
+  const hidden = [];
+  document.documentElement.style.scrollBehavior = "auto";  // the jump's end, not its animation
+  const sticky = [...document.querySelectorAll("body *")].filter(
+    e => ["sticky", "fixed"].includes(getComputedStyle(e).position));
+  for (const target of [...document.querySelectorAll("article [id]")].filter(
+         e => e.matches("section, dt, span:empty")).slice(0, 200)) {
+    location.hash = target.id;
+    const box = target.matches("span") ? target.parentElement : target;
+    const heading = target.matches("dt") ? target : box.querySelector("h1, h2, h3, h4, h5, h6") || box;
+    const cover = Math.max(0, ...sticky.map(e => e.getBoundingClientRect()).filter(
+      b => b.top <= 1 && b.bottom > 0 && b.height < innerHeight / 3 && b.left < width / 2 && b.right > width / 2)
+      .map(b => b.bottom));
+    const top = heading.getBoundingClientRect().top;
+    if (top < cover - 1) hidden.push(`#${target.id} (its top at ${Math.round(top)} px, under ${Math.round(cover)} px)`);
+  }
+  history.replaceState(null, "", location.pathname + location.search);
   const out = parent.document.createElement("div");
   out.className = "check-docs-measure";
   out.setAttribute("data-width", width);
   out.setAttribute("data-tables", JSON.stringify(found));
+  out.setAttribute("data-layout", JSON.stringify({breaks, errors, hidden}));
   parent.document.body.appendChild(out);
 });
 </script>"""
@@ -138,8 +190,8 @@ class DomReader(html.parser.HTMLParser):
         self.headings = 0
         self.main = 0
         self.code_blocks: List[str] = []  # the text of every <pre>
-        self.has_table = False
         self.tables: Dict[int, List[Dict[str, object]]] = {}  # {width: MEASURE_SCRIPT's findings}
+        self.layout: Dict[int, Dict[str, List[str]]] = {}  # {width: {"breaks": ..., "errors": ..., "hidden": ...}}
         self.plain_highlights = 0  # code blocks highlighted with the site's default lexer (Python)
         self.prose: List[str] = []  # the text of every block (PROSE_BLOCKS) outside code, nested blocks apart
         self._pre = 0
@@ -195,14 +247,13 @@ class DomReader(html.parser.HTMLParser):
             self._sig = ""
         if tag == "div" and "highlight-default" in (a.get("class") or "").split():
             self.plain_highlights += 1
-        if tag == "table":
-            self.has_table = True
         if tag == "pre":
             self._pre += 1
             if self._pre == 1:
                 self.code_blocks.append("")
         if "check-docs-measure" in (a.get("class") or "").split():
             self.tables[int(a.get("data-width") or 0)] = json.loads(a.get("data-tables") or "[]")
+            self.layout[int(a.get("data-width") or 0)] = json.loads(a.get("data-layout") or "{}")
         if tag == "main" or a.get("role") == "main":
             self.main += 1
         if tag == "a" and a.get("href"):
@@ -280,18 +331,33 @@ def table_problems(page: str, tables: List[Dict[str, object]]) -> List[str]:
                             "scroll")
         elif t["first_right"] > t["box_width"]:
             problems.append(f"{where} has a first column ({t['first_right']} px) wider than its box")
+        elif t["table_width"] > t["box_width"] and t["width"] >= DESKTOP:
+            problems.append(f"{where} is {t['table_width']} px in a column of {t['box_width']}: on a desktop a "
+                            "table fits without scrolling (split it, transpose it, or drop columns)")
     return problems
 
 
-def measure_tables(binary: str, profile: str, url: str) -> List[str]:
-    """The problems of the page's tables as Chromium lays the page out at each width of WIDTHS."""
+def layout_problems(page: str, width: int, found: Dict[str, List[str]]) -> List[str]:
+    """What MEASURE_SCRIPT found at one width: identifiers broken across lines (inline code, signatures), error
+    examples whose lines run off the side (the reason line, last, is the one a reader needs), and anchor targets
+    that a jump leaves under the sticky header."""
+    where = f"{page}: at {width} px,"
+    problems = [f"{where} an identifier breaks across lines: {b!r}" for b in found.get("breaks", [])]
+    problems += [f"{where} an error example runs off the side (wrap it): {e!r}" for e in found.get("errors", [])]
+    problems += [f"{where} a jump to {h} hides it under the sticky header" for h in found.get("hidden", [])]
+    return problems
+
+
+def measure_layout(binary: str, profile: str, url: str) -> List[str]:
+    """The problems of the page's layout (tables, broken identifiers, error examples, anchor jumps) as Chromium
+    lays the page out at each width of WIDTHS."""
     run = chromium(binary, profile, ["--dump-dom", f"--window-size={sum(WIDTHS.values())},1600"], f"{url}?{MEASURE}")
     dom = DomReader()
     dom.feed(run.stdout)
     page = url.split("/", 3)[-1]
-    problems = [f"{page}: its tables were not measured at {w} px" for w in WIDTHS.values() if w not in dom.tables]
-    for tables in dom.tables.values():
-        problems += table_problems(page, tables)
+    problems = [f"{page}: its layout was not measured at {w} px" for w in WIDTHS.values() if w not in dom.tables]
+    for width, tables in dom.tables.items():
+        problems += table_problems(page, tables) + layout_problems(page, width, dom.layout.get(width, {}))
     return problems
 
 
@@ -393,8 +459,8 @@ def main(argv: List[str]) -> int:
             doms[page] = dom
             problems += code_problems(page, dom, examples_of)
             problems += prose_problems(page, dom) + reference_problems(page, dom)
-            if dom.has_table:
-                problems += measure_tables(binary, profile, url)
+            if page != "search.html":
+                problems += measure_layout(binary, profile, url)
             # The search page has no heading; every other page has its title as one.
             if run.returncode != 0 or dom.main == 0 or (dom.headings == 0 and page != "search.html"):
                 problems.append(f"{page}: did not render in Chromium (exit {run.returncode}, main {dom.main}, "
