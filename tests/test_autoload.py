@@ -526,6 +526,32 @@ def test_an_unusable_cache_is_named_with_its_mode_once_per_process_and_never_cla
     assert "once for this torch" not in line and "said once" not in line, line
 
 
+def test_a_cache_root_in_which_no_folder_can_be_made_is_named_by_import_torch_in_each_process(uncovered, tmp_path):
+    """A cache root in which the cache's folder cannot be made (TORCH_DLPACK_BRIDGE_CACHE=/sys, or a folder this
+    user may not write): each `import torch` says so in one line, naming the folder and what to set (nothing can
+    be recorded there, so no process is silent)."""
+    if torch_dlpack_bridge._native_capsule() is None:
+        pytest.skip("this torch has no table of its own")
+    if os.geteuid() == 0:  # root may write any folder, but makes none in /sys
+        if not os.path.ismount("/sys"):
+            pytest.skip("no /sys mounted, and root may make a folder anywhere else")
+        root = "/sys"
+    else:
+        root = tmp_path / "read-only"
+        root.mkdir()
+        root.chmod(0o500)
+    env = dict(uncovered, TORCH_DLPACK_BRIDGE_CACHE=str(root), CXX=counting_compiler(tmp_path))
+    per_import = []
+    for _ in range(2):
+        state, stderr = fresh_json("import torch; print(json.dumps(state()))", **env)
+        assert not state["bridge_imported"] and state["capsule"] is not None and calls(tmp_path) == 0, state
+        per_import.append(package_lines(stderr))
+    assert [len(lines) for lines in per_import] == [1, 1], per_import
+    line = per_import[1][0]
+    assert f"this package's cache cannot be used (cannot use {root}/torch" in line, line
+    assert "temporary folder for that one process only" in line and "TORCH_DLPACK_BRIDGE_CACHE" in line, line
+
+
 def default_sigint():
     """preexec_fn: SIGINT's default disposition in the child, as at a terminal. A harness run in the background
     (`cmd &`) passes SIGINT on ignored, and CPython then installs no KeyboardInterrupt handler."""
@@ -785,17 +811,68 @@ def test_a_stopped_build_leaves_no_compiler_running_and_no_folder(uncovered, tmp
     assert leftovers(uncovered["TORCH_DLPACK_BRIDGE_CACHE"], tmp_path / "tmp") == []
 
 
-FORK_DURING_THE_BUILD = """
-import multiprocessing, os, sys, threading, time
-def fork_once_a_compiler_runs():
-    while not os.path.exists(sys.argv[1]):
-        time.sleep(0.05)
-    # A forked child inherits every descriptor the build holds at that moment (the watchdog's pipe).
-    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(600,), daemon=True)
+# A process that builds the table at `import torch_dlpack_bridge` while another of its threads forks (as a
+# fork-method multiprocessing pool would) at one forced moment of the build, argv[1]: "lock" (the build lock
+# held, nothing being started: as the progress line is printed), "watchdog" or "compiler" (as the build starts
+# its watchdog or its first compiler: inside subprocess's start of that program, with the pipe through which it
+# learns that the program started open), or "none". The forked child forks again, and both live on (600 s) with
+# all they inherited but stdin, stdout and stderr. The forking thread writes the child's pid to argv[2]; the
+# build thread goes on once the fork is done, or once the package holds it off until the moment has passed
+# (its at-fork handler is then at the top of the forking thread's stack). The import's ImportError is printed.
+FORK_AT = """
+import multiprocessing, os, subprocess, sys, threading, time
+import _posixsubprocess
+moment, report = sys.argv[1], sys.argv[2]
+asked, forked, building = threading.Event(), threading.Event(), threading.Event()
+
+def live_on():
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # the test reads this process's output to its end
+        os.dup2(null, fd)
+    os.fork()
+    time.sleep(600)
+
+def forker():
+    asked.wait()
+    child = multiprocessing.get_context("fork").Process(target=live_on, daemon=True)
     child.start()
-    with open(sys.argv[2], "w") as f:
+    with open(report, "w") as f:
         f.write(str(child.pid))
-threading.Thread(target=fork_once_a_compiler_runs, daemon=True).start()
+    forked.set()
+
+fork_thread = threading.Thread(target=forker, daemon=True)
+fork_thread.start()
+
+def fork_now():
+    asked.set()
+    while not forked.wait(0.01):
+        frame = sys._current_frames().get(fork_thread.ident)
+        if frame is not None and frame.f_globals.get("__name__", "").startswith("torch_dlpack_bridge"):
+            return
+
+class Stderr:
+    def __init__(self, stream):
+        self.stream = stream
+    def write(self, text):
+        if "building the exchange table" in text and not building.is_set():
+            building.set()
+            if moment == "lock":
+                fork_now()
+        return self.stream.write(text)
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+sys.stderr = Stderr(sys.stderr)
+holder, name = (subprocess, "_fork_exec") if hasattr(subprocess, "_fork_exec") else (_posixsubprocess, "fork_exec")
+real_fork_exec = getattr(holder, name)
+program = {"watchdog": sys.executable, "compiler": os.environ.get("CXX")}.get(moment)
+
+def fork_exec(args, *rest):
+    if building.is_set() and not asked.is_set() and os.fsdecode(args[0]) == program:
+        fork_now()
+    return real_fork_exec(args, *rest)
+
+setattr(holder, name, fork_exec)
 start = time.monotonic()
 try:
     import torch_dlpack_bridge
@@ -804,48 +881,106 @@ except ImportError as error:
 """
 
 
-def test_a_failed_build_raises_its_import_error_while_a_process_forked_during_it_lives(uncovered, tmp_path):
-    """A thread forks a process (a fork-method multiprocessing worker) while the build at import runs; the
-    compiler fails after 3 s. The ImportError comes (it never did: the worker kept the watchdog's stdin open and
-    the build waited for the watchdog, which waited for that end-of-file)."""
+def fork_during_the_build(uncovered, tmp_path, moment, compiler, **options):
+    """Starts FORK_AT (in a session of its own: the test kills it and what it forked as one process group)."""
+    env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=compiler, TORCH_DLPACK_BRIDGE_AUTOLOAD="0",
+               TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return subprocess.Popen([sys.executable, "-c", "import torch\n" + FORK_AT, moment, str(tmp_path / "child")],
+                            env=user_env(**env), text=True, cwd=os.path.dirname(sys.executable),
+                            start_new_session=True, **options)
+
+
+def outcome(process, seconds=240):
+    """What `process` printed (stdout, stderr); "no outcome after N s" on stderr where it hangs."""
+    try:
+        return process.communicate(timeout=seconds)  # about 5 s; a forked process would keep it for ever
+    except subprocess.TimeoutExpired:
+        return "", f"no outcome after {seconds} s"
+
+
+def kill_group(process):
+    """The test's own clean-up: `process` and what it forked (its process group)."""
     import signal
 
-    compiler = counting_compiler(tmp_path, then="sleep 3; echo 'error: fake compiler' >&2; exit 1")
-    env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=compiler, TORCH_DLPACK_BRIDGE_AUTOLOAD="0")
-    command = [sys.executable, "-c", "import torch\n" + FORK_DURING_THE_BUILD, str(tmp_path / "calls"),
-               str(tmp_path / "child")]
-    process = subprocess.Popen(command, env=user_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, cwd=os.path.dirname(sys.executable), start_new_session=True)
     try:
-        out, err = process.communicate(timeout=240)  # about 5 s; the forked worker would keep it for ever
-    except subprocess.TimeoutExpired:
-        out, err = "", "no ImportError after 240 s"
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+@pytest.mark.parametrize("moment", ["watchdog", "compiler"])
+def test_a_failed_build_raises_its_import_error_while_a_process_forked_during_it_lives(uncovered, tmp_path, moment):
+    """A thread forks a process that lives on (a fork-method multiprocessing worker) exactly while the build
+    starts its watchdog or a compiler; the compiler fails. The ImportError comes (it never did: the forked
+    process held the pipe through which subprocess learns that the program started, so the build waited for
+    its end-of-file for ever, holding the build lock)."""
+    compiler = counting_compiler(tmp_path, then="echo 'error: fake compiler' >&2; exit 1")
+    process = fork_during_the_build(uncovered, tmp_path, moment, compiler, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+    try:
+        out, err = outcome(process)
     finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # the forked worker, if it outlived the process
-        except ProcessLookupError:
-            pass
-        process.wait()
+        kill_group(process)
     assert (tmp_path / "child").exists(), err[-3000:]  # the fork happened during the build
     assert "ImportError after" in out and "building the exchange table" in out, (out, err[-3000:])
 
 
+def lock_free(cache):
+    """Whether the cache folder's build lock in `cache` is free of both kinds a process may hold: a POSIX record lock
+    (lockf) and an flock (independent of each other on Linux)."""
+    import fcntl
+    import glob
+
+    (path,) = glob.glob(os.path.join(cache, "*", ".lock"))
+    fd = os.open(path, os.O_RDWR)
+    try:
+        for lock in (fcntl.lockf, fcntl.flock):
+            try:
+                lock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_a_failed_builds_lock_is_free_once_it_ends_while_a_process_forked_holding_it_lives(uncovered, tmp_path):
+    """Process A forks a process that lives on while it holds the build lock; its build fails and A exits. The
+    lock is free, and B's import raises the recorded failure at once (B waited as long as A's forked process
+    lived: A's lock was an flock, which belongs to the open file that the forked process shared)."""
+    compiler = counting_compiler(tmp_path, then="echo 'error: fake compiler' >&2; exit 1")
+    first = fork_during_the_build(uncovered, tmp_path, "lock", compiler, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+    try:
+        first_out, first_err = outcome(first)
+        assert (tmp_path / "child").exists() and "ImportError after" in first_out, (first_out, first_err[-3000:])
+        tried = calls(tmp_path)
+        assert lock_free(uncovered["TORCH_DLPACK_BRIDGE_CACHE"]), "A's forked process still holds the build lock"
+        second = fork_during_the_build(uncovered, tmp_path, "none", compiler, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE)
+        out, err = outcome(second)
+        kill_group(second)
+    finally:
+        kill_group(first)
+    assert "ImportError after" in out and "is not tried again" in out, (out, err[-3000:])
+    assert calls(tmp_path) == tried > 0
+
+
 def test_a_builder_killed_while_a_process_forked_during_its_build_lives_leaves_no_compiler_running(uncovered,
                                                                                                      tmp_path):
-    """The same fork, then the builder's death (SIGKILL): the watchdog still stops the compilers and removes the
-    build's folder, as it does without the fork (the forked child no longer holds the watchdog's stdin open)."""
+    """A process forked exactly while the build starts a compiler, then the builder's death (SIGKILL): the
+    watchdog still stops the compilers and removes the build's folder, as it does without the fork (the forked
+    process holds neither the watchdog's stdin open nor the builder's start of that compiler)."""
     import signal
 
-    env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=slow_compiler(tmp_path), TORCH_DLPACK_BRIDGE_AUTOLOAD="0",
-               TMPDIR=str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    command = [sys.executable, "-c", "import torch\n" + FORK_DURING_THE_BUILD, str(tmp_path / "pids"),
-               str(tmp_path / "child")]
     with open(tmp_path / "stderr", "w") as stderr:
-        process = subprocess.Popen(command, env=user_env(**env), stdout=subprocess.DEVNULL, stderr=stderr,
-                                   cwd=os.path.dirname(sys.executable), start_new_session=True)
+        process = fork_during_the_build(uncovered, tmp_path, "compiler", slow_compiler(tmp_path),
+                                        stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        wait_for(lambda: (tmp_path / "child").exists() or process.poll() is not None, "a fork during the build")
+        wait_for(lambda: ((tmp_path / "child").exists() and started(tmp_path)) or process.poll() is not None,
+                 "a fork while a compiler starts")
         assert (tmp_path / "child").exists(), (tmp_path / "stderr").read_text()[-3000:]
         process.kill()
         process.wait()
@@ -853,8 +988,8 @@ def test_a_builder_killed_while_a_process_forked_during_its_build_lives_leaves_n
         wait_for(lambda: leftovers(uncovered["TORCH_DLPACK_BRIDGE_CACHE"], tmp_path / "tmp") == [],
                  "the build's folder removed by the watchdog", seconds=10)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)  # the forked child (the test's own clean-up)
-        for pid in alive(started(tmp_path)):
+        kill_group(process)
+        for pid in alive(started(tmp_path)):  # the test's own clean-up: the fake compilers it started
             os.kill(pid, signal.SIGKILL)
 
 

@@ -103,3 +103,50 @@ def test_ctrl_c_whose_signal_lands_on_another_thread_still_stops_the_build_at_on
         assert time.monotonic() - start < 30
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_file_opened_after_a_build_under_the_watchdog_pipes_number_reaches_a_child_forked_later_intact(tmp_path):
+    """A child forked during a build gets /dev/null in place of the watchdog's pipe; once the build is over, that
+    number is forgotten: a file the program opens later under it reaches a child forked afterwards intact."""
+    import warnings
+
+    with _build.Commands() as commands:
+        number = commands._watchdog.stdin.fileno()
+    (tmp_path / "data").write_text("intact")
+    fd = os.open(tmp_path / "data", os.O_RDONLY)
+    if fd != number:  # the number is free again: the build closed the pipe
+        os.dup2(fd, number, inheritable=False)
+        os.close(fd)
+    try:
+        with warnings.catch_warnings():  # Python 3.12+ warns about forking a process with threads
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:
+            try:
+                os._exit(0 if os.pread(number, 100, 0) == b"intact" else 1)
+            finally:
+                os._exit(2)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(number)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child did not read the file opened under that number"
+
+
+def test_a_compiler_that_fails_only_the_declarations_check_fails_the_build_with_its_message(tmp_path, monkeypatch):
+    """The check of the declarations the table relies on (torch_python_check.cc, compiled with -fsyntax-only)
+    runs beside the compilers: where only it fails, the build fails with its output and links nothing."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("a.cpp", "b.cpp"):
+        (src / name).write_text("")
+    compiler = tmp_path / "fake-c++"
+    compiler.write_text('#!/bin/sh\ncase "$*" in *-fsyntax-only*) echo "error: tdb_declaration differs" >&2; '
+                        'exit 1;; esac\nwhile [ "$1" != "-o" ]; do shift; done\ntouch "$2"\n')
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    target = _build.TorchTarget(version="2.13.0", cxx11_abi=True, rocm=False, root=str(tmp_path))
+    output = tmp_path / "out" / "lib.so"
+    with pytest.raises(RuntimeError, match="-fsyntax-only") as raised:
+        _build.compile_table(target, str(output), jobs=2, src=str(src))
+    assert "error: tdb_declaration differs" in str(raised.value)
+    assert not output.exists()

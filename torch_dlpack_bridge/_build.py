@@ -10,10 +10,12 @@ whose ABI every CPython 3.9+ shares, so one build per torch minor serves every P
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Set, Tuple
 
@@ -279,14 +281,40 @@ if not over:
 """
 
 
+# A process forked without exec during a build (a fork-method multiprocessing pool started by another thread)
+# inherits every descriptor open at that moment and holds it as long as it lives. None of them may keep the build
+# waiting:
+# - the pipe through which subprocess learns that a program it starts has started (it reads it until its
+#   end-of-file, which a forked process holding the write end holds off for ever): no fork happens while the
+#   build starts a program (no_fork_meanwhile). A lock against os.fork rather than os.posix_spawn, which has no
+#   such pipe: subprocess uses posix_spawn only without start_new_session, which the commands need (each is
+#   killed as a process group), and one mechanism then also covers the watchdog's pipe before it is registered.
+#   A fork() made by C code without Python's at-fork handlers is not held off.
+# - the watchdog's stdin (the watchdog would not see this process end): /dev/null takes its place in the child.
+# - the build lock: the loader's is a POSIX record lock, which a forked child does not hold (build_into_cache).
+# The handlers cost a fork an uncontended lock; they are registered once, as the module is imported.
+
+_starting = threading.RLock()
+"""Held while the build starts a program and registers it (no_fork_meanwhile); os.fork() from any other thread
+waits for it. Reentrant: a fork from the thread that holds it (which the build never does) does not deadlock."""
+
 _watchdog_pipes: Set[int] = set()
 """The descriptors through which the builds under way talk to their watchdogs (see Commands)."""
 
+def _before_fork() -> None:
+    _starting.acquire()
 
-def _hand_no_watchdog_pipe_to_a_forked_child() -> None:
-    """A process forked during a build (a multiprocessing worker) would keep the watchdog's stdin open after this
-    process ends, so the watchdog would not see it end. /dev/null takes the pipe's place in the child, so the
-    child's copy of the pipe's file object still closes a descriptor of its own."""
+
+def _after_fork_in_parent() -> None:
+    _starting.release()
+
+
+def _after_fork_in_child() -> None:
+    """The child runs the forking thread alone: a lock of its own (the parent's is held by that thread, here
+    for ever); /dev/null in place of the watchdog's pipe, so that the child's copy of the pipe's file object
+    still closes a descriptor of its own."""
+    global _starting
+    _starting = threading.RLock()
     if not _watchdog_pipes:
         return
     null = os.open(os.devnull, os.O_WRONLY)
@@ -296,6 +324,16 @@ def _hand_no_watchdog_pipe_to_a_forked_child() -> None:
     _watchdog_pipes.clear()
 
 
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
+
+
+@contextlib.contextmanager
+def no_fork_meanwhile():
+    """No os.fork() in this process (from another thread) while the body runs: it starts a program."""
+    with _starting:
+        yield
+
+
 class Commands:
     """The compiler commands of one build, each in a process group of its own, so that a failure or Ctrl-C
     stops them all at once: the driver and the compiler proper it started, and no command starts after that.
@@ -303,29 +341,23 @@ class Commands:
     stops them and removes the build's folders (see WATCHDOG); its own session keeps it out of the signals sent
     to the caller's process group. A context manager: leaving it tells the watchdog that the build is over.
     Nothing waits for an end-of-file, which a process forked meanwhile could hold off for ever by inheriting a
-    pipe: the commands write their output to a file, the watchdog exits when told."""
-
-    _fork_handler_registered = False
+    pipe: the commands write their output to a file, the watchdog exits when told, and no fork happens while a
+    program starts (see no_fork_meanwhile)."""
 
     def __init__(self):
-        import threading
-
         self._lock = threading.Lock()
         self._running: Set[subprocess.Popen] = set()
         self._stopped = False
         try:
-            self._watchdog: Optional[subprocess.Popen] = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", WATCHDOG], stdin=subprocess.PIPE, bufsize=0,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            with no_fork_meanwhile():
+                self._watchdog: Optional[subprocess.Popen] = subprocess.Popen(
+                    [sys.executable, "-I", "-S", "-c", WATCHDOG], stdin=subprocess.PIPE, bufsize=0,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                _watchdog_pipes.add(self._watchdog.stdin.fileno())
         except OSError:  # no interpreter to start (embedded Python): the build runs, unwatched
             self._watchdog = None
 
     def __enter__(self) -> "Commands":
-        if self._watchdog is not None:
-            if not Commands._fork_handler_registered:  # once per process, and only in one that builds
-                os.register_at_fork(after_in_child=_hand_no_watchdog_pipe_to_a_forked_child)
-                Commands._fork_handler_registered = True
-            _watchdog_pipes.add(self._watchdog.stdin.fileno())
         return self
 
     def __exit__(self, *exc) -> None:
@@ -352,7 +384,7 @@ class Commands:
         import tempfile
 
         with tempfile.TemporaryFile("w+", errors="replace") as output_file:
-            with self._lock:
+            with self._lock, no_fork_meanwhile():  # the watchdog knows the command before any fork
                 if self._stopped:
                     raise RuntimeError("the build was stopped")
                 process = subprocess.Popen(list(command), stdout=output_file, stderr=subprocess.STDOUT,

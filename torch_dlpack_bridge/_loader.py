@@ -402,7 +402,13 @@ def build_into_cache(target: _build.TorchTarget, folder: int, path: str, stale: 
     except OSError as error:
         raise Unusable(f"cannot lock {os.path.dirname(path)}/.lock: {error.strerror or error}") from None
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits here, then finds the library built (or failed)
+        # A second process waits here, then finds the library built (or failed). A POSIX record lock (lockf:
+        # fcntl F_SETLKW), not flock or an OFD lock: it is this process's own, so a process forked while it is held
+        # (a fork-method multiprocessing worker) does not hold it, and it goes when this process closes the file
+        # or ends. flock and OFD locks belong to the open file, which a forked child shares: closing it here would
+        # not release them while such a child lives. Its catch, that closing any descriptor of the file releases
+        # it, is harmless: only this function opens .lock, in one thread at a time (_table's lock).
+        fcntl.lockf(lock, fcntl.LOCK_EX)
         if stale is None and os.path.lexists(path):
             return False
         if not retry_failed:
