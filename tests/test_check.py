@@ -222,15 +222,22 @@ class Hanging(Fake):
             f.write(" ".join(map(str, pids)))
         time.sleep(600)
 
-class Waiting(Fake):
-    def corpus(self):  # a slow framework: says its pid and a helper's (in its group), then takes its time
-        helper = subprocess.Popen(["sleep", "300"]).pid
-        with open(os.environ["CASE_PIDS"] + ".tmp", "w") as f:
-            f.write(f"{os.getpid()} {helper}")
-        os.rename(os.environ["CASE_PIDS"] + ".tmp", os.environ["CASE_PIDS"])
-        time.sleep(600)
+def _wait():  # a slow framework: says its pid and a helper's (in its group), then takes its time
+    helper = subprocess.Popen(["sleep", "300"]).pid
+    with open(os.environ["CASE_PIDS"] + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {helper}")
+    os.rename(os.environ["CASE_PIDS"] + ".tmp", os.environ["CASE_PIDS"])
+    time.sleep(600)
 
-fake, hangs_in_corpus, waits_in_corpus = Fake, Hanging, Waiting
+class Waiting(Fake):
+    def corpus(self):
+        _wait()
+
+class SlowToStart(Fake):
+    def setup(self):
+        _wait()
+
+fake, hangs_in_corpus, waits_in_corpus, waits_in_setup = Fake, Hanging, Waiting, SlowToStart
 """
 
 
@@ -473,7 +480,8 @@ def test_ctrl_c_ends_the_check_with_the_report_of_what_finished(tmp_path, to):
 
 def test_ctrl_c_while_a_child_starts_leaves_no_child(tmp_path, monkeypatch):
     """A Ctrl-C that arrives inside Popen, once the child runs but before its pid is known, is held until the
-    checker can kill the child."""
+    checker can kill the child (here one that would wait in its target's setup, where it says nothing: a child
+    that finds its channel closed when it speaks would end by itself)."""
     (tmp_path / "waits.py").write_text(FAKE)
     started = []
 
@@ -484,12 +492,12 @@ def test_ctrl_c_while_a_child_starts_leaves_no_child(tmp_path, monkeypatch):
         return proc
 
     real_popen = subprocess.Popen
-    monkeypatch.setenv("CASE_PIDS", str(tmp_path / "pids"))  # the child would wait in its case, if left
+    monkeypatch.setenv("CASE_PIDS", str(tmp_path / "pids"))
     monkeypatch.setattr(interpreter.subprocess, "Popen", popen_then_ctrl_c)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(Interrupted) as interrupted:
-            runner.run(f"{tmp_path / 'waits.py'}:waits_in_corpus", ["export.managed"])
+            runner.run(f"{tmp_path / 'waits.py'}:waits_in_setup", ["export.managed"])
     finally:
         signal.signal(signal.SIGINT, previous)
         monkeypatch.undo()
