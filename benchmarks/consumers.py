@@ -41,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT_DIR = HERE / "consumers"
 START, END = "<!-- consumers:start -->", "<!-- consumers:end -->"
+HEADING = "## Consumer calls: tvm-ffi by table provider"  # in RESULTS.md, outside the markers
 import torch  # noqa: E402
 
 try:
@@ -303,23 +304,18 @@ def markdown_torch(data: Dict[str, Any]) -> str:
     s = summary(data)
     provs = [p for p in PROVIDER_ORDER if p in data["providers"]]
     have_native = NATIVE in provs
-    lines = [f"### torch {m['torch']} (tvm-ffi {m['tvm_ffi']}, {m['date']}, {len(data['rounds'])} rounds, "
-             f"load average at start {m['loadavg']})", "",
-             "ns per call (median over rounds); per tensor = (call - nop()) / n; ratios are medians of per-round "
-             "ratios (same round, separate processes).", "",
-             "| call | " + " | ".join(f"{p} ns" for p in provs) + " | " +
-             " | ".join(f"{p} / ours" for p in provs if p != OURS) +
-             (" | ours / torch's" if have_native else "") + " |",
-             "|---|" + "---:|" * (len(provs) + len(provs) - 1 + (1 if have_native else 0))]
+    # ours over one contender: torch's table where this torch has one, else the backport's
+    other = NATIVE if have_native else BACKPORT
+    lines = [f"### torch {m['torch']}", "",
+             "ns per call (median over rounds); ratios are medians of per-round ratios (same round, separate "
+             "processes).", "",
+             "| call | " + " | ".join(f"{p} ns" for p in provs) + f" | ours / {SHORT[other]} |",
+             "|---|" + "---:|" * (len(provs) + 1)]
     for stmt in _statements():
         cells = [_fmt(s[p].get(stmt, {}).get("ns")) for p in provs]
-        ratios = [s[p].get(stmt, {}).get("vs_ours") for p in provs if p != OURS]
-        row = f"| `{stmt.replace('*', '')}` | " + " | ".join(cells) + " | " + \
-              " | ".join(f"{r:.2f}x" if r else "-" for r in ratios)
-        if have_native:
-            r = s[OURS].get(stmt, {}).get("vs_native")
-            row += f" | {r:.2f}x" if r else " | -"
-        lines.append(row + " |")
+        r = s[OURS].get(stmt, {}).get("vs_native") if have_native else s.get(other, {}).get(stmt, {}).get("vs_ours")
+        r = r if have_native or not r else 1 / r
+        lines.append(f"| `{stmt.replace('*', '')}` | " + " | ".join(cells) + f" | {f'{r:.2f}x' if r else '-'} |")
     lines += ["", "ns per tensor, 8 tensors ((nop(8) - nop()) / 8):", "",
               "| tensors | " + " | ".join(provs) + " |", "|---|" + "---:|" * len(provs)]
     for kind in ("contiguous", "strided"):
@@ -357,6 +353,8 @@ def markdown_torch(data: Dict[str, Any]) -> str:
             lines.append(f"\n{p}: {e}")
     if data.get("notes"):
         lines += [""] + [f"- {n}" for n in data["notes"]]
+    lines += ["", f"Measured with tvm-ffi {m['tvm_ffi']}: {len(data['rounds'])} rounds, {m['date']}, load average at "
+                  f"start {m['loadavg'][0]}."]
     return "\n".join(lines)
 
 
@@ -370,35 +368,42 @@ def load_all() -> List[Dict[str, Any]]:
     return sorted(found, key=lambda d: _version(d["machine"]["torch"]), reverse=True)
 
 
+# Short names of the providers, for the ratios' column heads.
+SHORT = {OURS: "ours", NATIVE: "torch's", BACKPORT: "backport", NONE: "no table"}
+
+
 def headline(all_data: List[Dict[str, Any]]) -> str:
-    """One row per torch: tvm-ffi with 8 contiguous tensors, per provider."""
-    lines = ["| torch | " + " | ".join(f"{p}, nop(8) ns" for p in PROVIDER_ORDER) + " | ours / torch's | "
-             "ours / backport | ours / no table | paired in one process |",
-             "|---|" + "---:|" * (len(PROVIDER_ORDER) + 4)]
+    """One row per torch: tvm-ffi with 8 contiguous tensors, per provider, and the paired ratio."""
+    lines = ["| torch | " + " | ".join(f"{SHORT[p]} ns" for p in PROVIDER_ORDER) + " | paired in one process |",
+             "|---|" + "---:|" * (len(PROVIDER_ORDER) + 1)]
     stmt = "nop(*contiguous[:8])"
     for d in all_data:
         s = summary(d)
         cells = [_fmt(s[p][stmt]["ns"]) if p in s and stmt in s[p] else "-" for p in PROVIDER_ORDER]
-        ratios = []
-        for p in (NATIVE, BACKPORT, NONE):
-            r = s.get(OURS, {}).get(stmt, {}).get("vs_native") if p == NATIVE else None
-            if p != NATIVE:
-                other = s.get(p, {}).get(stmt, {}).get("vs_ours")
-                r = 1 / other if other else None
-            ratios.append(f"{r:.2f}x" if r else "-")
         pr = d.get("paired") or {}
-        ratios.append(f"ours / {'torch' if pr.get('other') == NATIVE else 'backport'}'s {pr['ratio']:.2f}x"
-                      if pr.get("ratio") else "-")
-        lines.append(f"| {d['machine']['torch']} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+        paired = f"ours / {SHORT[pr['other']]} {pr['ratio']:.2f}x" if pr.get("ratio") else "-"
+        lines.append(f"| {d['machine']['torch'].split('+')[0]} | " + " | ".join(cells) + f" | {paired} |")
     return "\n".join(lines)
 
 
+def lead(all_data: List[Dict[str, Any]]) -> str:
+    """The section's first sentence: the paired ratio of the newest torch and its range over processes."""
+    for d in all_data:
+        pr = d.get("paired") or {}
+        if pr.get("ratio"):
+            every = pr["by_order"]["ours on Tensor"] + pr["by_order"]["ours on Parameter"]
+            return (f"A tvm-ffi call with 8 tensors costs **{pr['ratio']:.2f}x** (per process {min(every):.2f}-"
+                    f"{max(every):.2f}x) with this project's table as with {SHORT[pr['other']]} table, torch "
+                    f"{d['machine']['torch'].split('+')[0]}, both tables in one process (the steadier measure). ")
+    return ""
+
+
 def section(all_data: List[Dict[str, Any]]) -> str:
-    parts = [START, "## What consumers pay per call: tvm-ffi calls by table provider (benchmarks/consumers.py)", "",
-             "tvm-ffi's `testing.nop` called from Python with float32 CPU tensors, one process per provider and "
-             "round (tvm-ffi caches the table per type), providers rotating; contiguous = (16, 16), strided = "
-             "(16, 32)[:, ::2]. The kernels that take 8 tensors the way kernel authors write them are in the "
-             "binding flavours section below.", "", "8 contiguous tensors:", "", headline(all_data), ""]
+    parts = [START, lead(all_data) + "tvm-ffi's `testing.nop` called from Python with float32 CPU tensors, one "
+             "process per provider and round (tvm-ffi caches the table per type), providers rotating; contiguous = "
+             "(16, 16), strided = (16, 32)[:, ::2]. The kernels that take 8 tensors the way kernel authors write "
+             "them are in the binding flavours section.", "", "ns per call with 8 contiguous tensors, by torch:", "",
+             headline(all_data), ""]
     for d in all_data:
         parts += [markdown_torch(d), ""]
     parts.append(END)
@@ -491,7 +496,10 @@ def main() -> int:
         text = section(load_all())
         from bindings import write_into  # noqa: E402  (benchmarks/bindings.py, beside this file)
 
-        write_into(HERE / "RESULTS.md", text, START, END)
+        write_into(HERE / "RESULTS.md", text, START, END, heading=HEADING)
+        import summary  # noqa: E402  (benchmarks/summary.py)
+
+        summary.write(HERE / "RESULTS.md", torch.__version__.split("+")[0])
         why = plot(load_all(), kernel_times(), HERE / "consumers.png")
         print(f"wrote the section into {HERE / 'RESULTS.md'}" + (f"; {why}" if why else f" and {HERE / 'consumers.png'}"),
               file=sys.stderr)

@@ -32,15 +32,21 @@ from plot import plot  # noqa: E402
 
 INTRO = """# Benchmark results
 
-Produced by `python benchmarks/run.py` (see `benchmarks/NOTES.md` for the method, the floor and the profile).
-Providers: **torch_dlpack_bridge** (this project's table), **torch native** (`torch.Tensor.__dlpack_c_exchange_api__`
-as torch ships it) and **tvm-ffi backport** (the library `python -m tvm_ffi.utils._build_optional_torch_c_dlpack`
-builds for this torch, loaded with ctypes). Table functions are called by a torch-free C consumer
-(`torch_dlpack_bridge._probe.time`, GIL held); every tensor is float32 on CPU.
-"dltensor" is the non-owning `dltensor_from_py_object_no_sync`; "managed" is
-`managed_tensor_from_py_object_no_sync` + the deleter; "import" is `managed_tensor_to_py_object_no_sync` fed by
-owning exports of the same table made outside the clock, then dropping the torch tensor (which runs the deleter);
-"allocator" is `managed_tensor_allocator` + the deleter.
+Written by the scripts in `benchmarks/` (`python benchmarks/run.py` writes all of it); the documentation's
+Benchmarks page shows these sections with what they mean, and `benchmarks/NOTES.md` has the method, the floor and
+the profile.
+
+## Table functions, called from C
+
+"""
+# What the table functions' section measures, at its start (the page shows it there too).
+PROVIDERS = """Providers: **torch_dlpack_bridge** (this project's table), **torch native**
+(`torch.Tensor.__dlpack_c_exchange_api__` as torch ships it) and **tvm-ffi backport** (the library `python -m
+tvm_ffi.utils._build_optional_torch_c_dlpack` builds for this torch, loaded with ctypes), called by a torch-free C
+consumer (`torch_dlpack_bridge._probe.time`, GIL held); every tensor is float32 on CPU. "dltensor" is the
+non-owning `dltensor_from_py_object_no_sync`; "managed" is `managed_tensor_from_py_object_no_sync` + the deleter;
+"import" is `managed_tensor_to_py_object_no_sync` fed by owning exports of the same table made outside the clock,
+then dropping the torch tensor (which runs the deleter); "allocator" is `managed_tensor_allocator` + the deleter.
 
 """
 
@@ -80,15 +86,7 @@ def practical_floor(res: "_bench.Results", address: int, cases, rounds: int, rep
                         data[(kind, case.label)]["copy"].append(
                             _probe.time(address, "floor", case.tensor, _bench.ITERS["floor"], 1))
     med = _bench._med
-    lines = ["## How far are the floors? Both exports against minimal ones", "",
-             "`minimal` is benchmarks/minimal_export.py. Its dltensor is an exact-type check, THPVariable_Unpack "
-             "and the TensorImpl reads and stores a DLTensor needs, with no validation at all; its owning export "
-             "is the same plus one allocation for struct, shape and strides, the storage's reference taken, and a "
-             "deleter that drops the reference and frees. Not usable exporters: yardsticks. `copy` is the probe's "
-             "floor (copying an already filled 48-byte DLTensor). Same slices, same process; the ratios are "
-             "medians of per-slice ratios.", "",
-             "| tensor | dltensor ours ns | minimal ns | ours / minimal | managed + deleter ours ns | minimal owning "
-             "ns | ours / minimal owning | dltensor / copy |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = {k: [] for k in kinds}
     ratios = {k: [] for k in kinds}
     for case in cases:
         d, m = data[("dltensor", case.label)], data[("managed", case.label)]
@@ -97,8 +95,9 @@ def practical_floor(res: "_bench.Results", address: int, cases, rounds: int, rep
         ratios["dltensor"].append((r_d, case.label))
         ratios["managed"].append((r_m, case.label))
         r_copy = _bench.ratio(d["ours"], d["copy"])[0]
-        lines.append(f"| {case.label} | {med(d['ours']):.1f} | {med(d['minimal']):.1f} | {r_d:.2f}x | "
-                     f"{med(m['ours']):.1f} | {med(m['minimal']):.1f} | {r_m:.2f}x | {r_copy:.0f}x |")
+        rows["dltensor"].append((case.label, med(d["ours"]), med(d["minimal"]), r_d, r_copy))
+        rows["managed"].append((case.label, med(m["ours"]), med(m["minimal"]), r_m))
+    lines = [floors_markdown(rows)]
     targets = []
     for kind, limit, title in (("dltensor", 1.5, "non-owning export (dltensor) <= 1.5x the minimal unchecked one"),
                                ("managed", 1.3, "owning export + deleter <= 1.3x the minimal owning floor")):
@@ -113,6 +112,24 @@ def practical_floor(res: "_bench.Results", address: int, cases, rounds: int, rep
                  f"{med([r for r, _ in ratios['dltensor']]):.2f}x, managed / minimal owning "
                  f"{med([r for r, _ in ratios['managed']]):.2f}x.")
     return "\n".join(lines), targets
+
+
+def floors_markdown(rows) -> str:
+    """The minimal-export tables: {"dltensor": [(tensor, ours ns, minimal ns, ours / minimal, ours / copy)],
+    "managed": [(tensor, ours ns, minimal ns, ours / minimal)]}, one table each (a page's width holds them)."""
+    lines = ["### Against minimal exporters", "",
+             "`minimal` is benchmarks/minimal_export.py. Its dltensor is an exact-type check, THPVariable_Unpack "
+             "and the TensorImpl reads and stores a DLTensor needs, with no validation at all; its owning export "
+             "is the same plus one allocation for struct, shape and strides, the storage's reference taken, and a "
+             "deleter that drops the reference and frees. Not usable exporters: yardsticks. `copy` is the probe's "
+             "floor (copying an already filled 48-byte DLTensor). Same slices, same process; the ratios are "
+             "medians of per-slice ratios.", "", "**Non-owning export (dltensor)**", "",
+             "| tensor | ours ns | minimal ns | ours / minimal | ours / copy |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {t} | {o:.1f} | {m:.1f} | {r:.2f}x | {c:.0f}x |" for t, o, m, r, c in rows["dltensor"]]
+    lines += ["", "**Owning export + deleter (managed)**", "", "| tensor | ours ns | minimal owning ns | ours / minimal |",
+              "|---|---:|---:|---:|"]
+    lines += [f"| {t} | {o:.1f} | {m:.1f} | {r:.2f}x |" for t, o, m, r in rows["managed"]]
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -164,7 +181,8 @@ def main() -> int:
     elapsed = time.monotonic() - start
     config = (f"`python benchmarks/run.py` (rounds {args.rounds}, scale {args.scale}, repeats {args.repeats}, "
               f"end-to-end rounds {args.e2e_rounds}); measured in {elapsed:.0f} s; {machine['build']}")
-    text = INTRO + _bench.report(res, machine, config, extra, extra_targets)
+    text = INTRO + _bench.report(res, machine, config, extra, extra_targets).replace(
+        _bench.FUNCTIONS_START, _bench.FUNCTIONS_START + "\n" + PROVIDERS.rstrip("\n"), 1)
     if not args.no_consumers:
         import consumers  # noqa: E402  (benchmarks/consumers.py)
 
@@ -172,7 +190,7 @@ def main() -> int:
         consumers.OUT_DIR.mkdir(exist_ok=True)
         (consumers.OUT_DIR / f"torch{machine['torch'].split('+')[0]}.json").write_text(json.dumps(data, indent=1) + "\n")
         # every torch measured so far (the other rows come from earlier runs in other venvs: see consumers.py)
-        text = text.rstrip("\n") + "\n\n" + consumers.section(consumers.load_all())
+        text = text.rstrip("\n") + "\n\n" + consumers.HEADING + "\n\n" + consumers.section(consumers.load_all())
     if not args.no_bindings:
         import bindings  # noqa: E402  (benchmarks/bindings.py)
 
@@ -185,7 +203,10 @@ def main() -> int:
             print(why, file=sys.stderr)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "RESULTS.md").write_text(text)
+    import summary  # noqa: E402  (benchmarks/summary.py: the section that leads, from the files just written)
+
     (args.out_dir / "results.json").write_text(json.dumps(_bench.to_json(res, machine, extra_targets), indent=1) + "\n")
+    summary.write(args.out_dir / "RESULTS.md", machine["torch"].split("+")[0])
     print(text)
     written = [args.out_dir / "RESULTS.md", args.out_dir / "results.json"]
     if not args.no_png:

@@ -483,25 +483,29 @@ def function_label(which: str) -> str:
     return dict([(w, lbl) for w, lbl in PER_TENSOR] + [(w, lbl) for w, lbl, _ in SINGLE])[which]
 
 
-def markdown_functions(res: Results, only_reference_floor: bool = True) -> str:
+def markdown_functions(res: Results) -> str:
+    """One table per function: each tensor's ns per call by provider and this project's time over torch's (the
+    columns a page's width holds; the floor is in the minimal-export table and the plot)."""
     prov = res.providers
-    head = ["function", "tensor"] + [f"{p} ns" for p in prov]
-    head += [f"{p} / native" for p in prov if p != NATIVE and NATIVE in prov]
-    head += [f"{OURS} / floor"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
-    for which, case in table_rows(res):
-        if which == "floor" and only_reference_floor and case != res.reference:
-            continue
-        cell = res.ns[(which, case)]
-        floor = res.ns.get(("floor", case if which in dict(PER_TENSOR) else res.reference), {}).get(OURS)
-        row = [function_label(which), case] + [_fmt_ns(_med(cell[p])) if p in cell else "-" for p in prov]
-        if NATIVE in prov:
-            row += [_fmt_ratio(ratio(cell[p], cell[NATIVE]) if p in cell and NATIVE in cell else None)
-                    for p in prov if p != NATIVE]
-        same_slices = ratio if which == "dltensor" else ratio_of_medians  # the floor shares dltensor's slices
-        row.append(_fmt_ratio(same_slices(cell[OURS], floor)) if floor and which != "floor" else "-")
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+    out = []
+    for which in dict.fromkeys(w for w, _ in table_rows(res) if w != "floor"):
+        head = ["tensor"] + [f"{p} ns" for p in prov] + ([f"{OURS} / native"] if NATIVE in prov else [])
+        lines = [f"**{function_label(which)}**", "", "| " + " | ".join(head) + " |",
+                 "|---|" + "|".join(["---:"] * (len(head) - 1)) + "|"]
+        for w, case in table_rows(res):
+            if w != which:
+                continue
+            cell = res.ns[(which, case)]
+            row = [case] + [_fmt_ns(_med(cell[p])) if p in cell else "-" for p in prov]
+            if NATIVE in prov:
+                row.append(_fmt_ratio(ratio(cell[OURS], cell[NATIVE]) if OURS in cell and NATIVE in cell else None))
+            lines.append("| " + " | ".join(row) + " |")
+        out.append("\n".join(lines))
+    floor = res.ns.get(("floor", res.reference), {}).get(OURS)
+    if floor:
+        out.append(f"The floor, the probe copying an already filled 48-byte DLTensor ({res.reference}): "
+                   f"{_fmt_ns(_med(floor))} ns.")
+    return "\n\n".join(out)
 
 
 def markdown_summary(res: Results) -> str:
@@ -523,8 +527,7 @@ def markdown_summary(res: Results) -> str:
 
 
 def markdown_python(res: Results) -> str:
-    head = ["tensor"] + [f"{p} ns" for p in PYTHON_PATHS]
-    head += ["__dlpack__ / ours managed", "__dlpack__ / ours dltensor", "from_dlpack / ours to_py"]
+    head = ["tensor"] + [f"`{p}` ns" for p in PYTHON_PATHS] + ["`__dlpack__` / ours managed"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "|".join(["---:"] * (len(head) - 1)) + "|"]
     for case in res.cases:
         if ("t.__dlpack__()", case) not in res.python:
@@ -532,9 +535,6 @@ def markdown_python(res: Results) -> str:
         row = [case] + [_fmt_ns(_med(res.python[(p, case)])) for p in PYTHON_PATHS]
         dl = res.python[("t.__dlpack__()", case)]
         row.append(_fmt_ratio(ratio_of_medians(dl, res.ns[("managed", case)][OURS])))
-        row.append(_fmt_ratio(ratio_of_medians(dl, res.ns[("dltensor", case)][OURS])))
-        row.append(_fmt_ratio(ratio_of_medians(res.python[("torch.from_dlpack(capsule)", case)],
-                                    res.ns[("to_python", case)][OURS])))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -663,31 +663,42 @@ def markdown_machine(m: Dict[str, Any]) -> str:
     ])
 
 
+def goal_line(t: Target) -> str:
+    """A target as a reader needs it: met or not (its detail says by how much, and why where it cannot be)."""
+    verdict = "not measured" if t.ok is None else "Goal met" if t.ok else "**Goal not met**"
+    return f"- {verdict}: {t.name}: {t.detail}."
+
+
 def report(res: Results, m: Dict[str, Any], config: str, extra: str = "",
            extra_targets: Sequence[Target] = ()) -> str:
-    parts = ["## Machine", "", markdown_machine(m), f"- run: {config}", "",
-             "## Table functions, called from C", "",
-             "This project's time per call over each contender's, for every tensor timed; the tables after it "
-             "give each tensor's times.", "", markdown_summary(res), "",
-             "### Per tensor (ns per call, median over rounds)", "",
-             "Each cell is the median of rounds x repeats slices; in a slice every provider runs once (a warm-up "
+    """The table functions' section (between FUNCTIONS markers), then the machine's (between MACHINE markers)."""
+    parts = [FUNCTIONS_START, "This project's time per call over each contender's, for every tensor timed (each "
+             "tensor's own median of slice ratios, then the median and the range over tensors):", "",
+             markdown_summary(res), "", "### Per tensor", "",
+             "ns per call, the median of rounds x repeats slices; in a slice every provider runs once (a warm-up "
              "and one timed run of the probe's loop), in rotating order, in the same process. Ratios are taken "
-             "slice by slice, then the median. The floor is the probe copying an already filled 48-byte DLTensor "
-             "(timed in the dltensor slices).", "",
+             "slice by slice, then the median.", "",
              markdown_functions(res), "",
-             "## Python paths (timeit, ns per call) against this project's table", "", markdown_python(res), ""]
+             "### From Python: torch's own paths", "", "timeit, ns per call, against this project's owning export "
+             "from C.", "", markdown_python(res), ""]
     e2e = markdown_e2e(res)
     if e2e:
-        parts += ["## End to end: tvm-ffi `testing.nop(a, b, c)` from Python, three torch tensors", "",
-                  "One fresh process per provider and round (tvm-ffi caches the table per type at first use). "
-                  "`a` = (4,), `b` = (256, 256), `c` = a strided (8, 8, 31) view; per tensor = (call - nop()) / 3.",
-                  "", e2e, ""]
+        parts += ["### End to end: a tvm-ffi call with three tensors", "",
+                  "tvm-ffi's `testing.nop(a, b, c)` from Python. One fresh process per provider and round (tvm-ffi "
+                  "caches the table per type at first use). `a` = (4,), `b` = (256, 256), `c` = a strided "
+                  "(8, 8, 31) view; per tensor = (call - nop()) / 3.", "", e2e, ""]
     if extra:
         parts += [extra, ""]
-    parts += ["## Targets", "", "```", *[t.line() for t in list(targets(res)) + list(extra_targets)], "```", ""]
+    parts += ["### Goals", "", *[goal_line(t) for t in list(targets(res)) + list(extra_targets)], ""]
     if res.notes:
-        parts += ["## Notes", "", *[f"- {n}" for n in res.notes], ""]
+        parts += ["Notes:", "", *[f"- {n}" for n in res.notes], ""]
+    parts += [FUNCTIONS_END, "", "## Machine", "", MACHINE_START, markdown_machine(m), f"- run: {config}",
+              MACHINE_END, ""]
     return "\n".join(parts)
+
+
+FUNCTIONS_START, FUNCTIONS_END = "<!-- functions:start -->", "<!-- functions:end -->"
+MACHINE_START, MACHINE_END = "<!-- machine:start -->", "<!-- machine:end -->"
 
 
 def to_json(res: Results, m: Dict[str, Any], extra_targets: Sequence[Target] = ()) -> Dict[str, Any]:
@@ -742,7 +753,7 @@ def main(argv: Sequence[str]) -> int:
             notes.append("tvm-ffi backport: no cached build (benchmarks/run.py builds one; or pass --backport)")
     res, m = run(args.full, args.rounds, args.scale, 5, backport, args.e2e, 1000, notes)
     text = report(res, m, f"python -m torch_dlpack_bridge bench {' '.join(argv)}".strip())
-    print(text)
+    print("\n".join(line for line in text.splitlines() if not line.startswith("<!-- ")))  # markers: RESULTS.md's
     if args.json:
         args.json.write_text(json.dumps(to_json(res, m), indent=1))
     return 0
