@@ -152,7 +152,7 @@ inline ManagedTensor allocate_output(const char* name, const DLPackExchangeAPI* 
  * \brief Allocates a new C-contiguous tensor through the producer's managed_tensor_allocator and returns
  * the owning handle (use .to_python() to return it to Python). A failure reported through SetError
  * becomes a Python exception of that kind (MemoryError, ValueError, ...) thrown as tdb::Error, its message
- * starting with "output: " (the producer's words do not say which tensor it failed to make). A tensor
+ * starting with `"output: "` (the producer's words do not say which tensor it failed to make). A tensor
  * other than the one asked for (rank, sizes, dtype, device, row-major strides, data, writable memory) is given
  * back to its producer and refused with a BufferError saying what differs.
  */
