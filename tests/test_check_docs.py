@@ -94,6 +94,25 @@ def test_a_group_heading_as_a_table_row_and_an_internal_signature_fail():
     assert rendered("reference/cpp/tensor.html", internal.replace("detail::unchecked_t", "PyObject *obj")) == []
 
 
+def test_break_points_go_between_names_never_inside_one():
+    sys.path.insert(0, os.path.join(REPO, "docs"))
+    try:
+        import break_points
+    finally:
+        sys.path.pop(0)
+    code = '<code><span class="pre">tdb::register_nanobind_error_translator()</span> <span class="pre">std::vector&lt;W&gt;' \
+           '</span> <span class="pre">torch.ones(2,</span> <span class="pre">ValueError</span></code>'
+    assert break_points.add_breaks(code) == (
+        '<code><span class="pre">tdb::<wbr>register_nanobind_error_translator()</span> <span class="pre">std::<wbr>'
+        'vector&lt;<wbr>W&gt;</span> <span class="pre">torch.<wbr>ones(<wbr>2,</span> <span class="pre">ValueError</span>'
+        '</code>')
+    # a signature's scope is a token of its own; a page rewritten twice gets one break
+    sig = '<span class="n"><span class="pre">tdb</span></span><span class="p"><span class="pre">::</span></span><span>f'
+    once = break_points.add_breaks(sig)
+    assert once.endswith("</span></span><wbr><span>f") and break_points.add_breaks(once) == once
+    assert break_points.add_breaks("<pre>torch.ones(2)</pre>") == "<pre>torch.ones(2)</pre>"  # code blocks: untouched
+
+
 # A page's tables as MEASURE_SCRIPT reports them (px): a 364 px box at 390, Furo's 742 px column at 1280.
 def measured(width, box_left, box_right, table_width, box_width, scrolls, first_right=100):
     return dict(label="case", width=width, box_left=box_left, box_right=box_right, table_width=table_width,
