@@ -946,26 +946,45 @@ def lock_free(cache):
         os.close(fd)
 
 
-def test_a_failed_builds_lock_is_free_once_it_ends_while_a_process_forked_holding_it_lives(uncovered, tmp_path):
-    """Process A forks a process that lives on while it holds the build lock; its build fails and A exits. The
-    lock is free, and B's import raises the recorded failure at once (B waited as long as A's forked process
-    lived: A's lock was an flock, which belongs to the open file that the forked process shared)."""
-    compiler = counting_compiler(tmp_path, then="echo 'error: fake compiler' >&2; exit 1")
+def waiting_for_the_lock(cache):
+    """Whether a process waits for the build lock in `cache` (/proc/locks lists each waiter as "-> ...")."""
+    import glob
+
+    inode = os.stat(glob.glob(os.path.join(cache, "*", ".lock"))[0]).st_ino
+    with open("/proc/locks") as f:
+        return any("->" in line and f":{inode} " in line for line in f)
+
+
+def test_an_import_waiting_for_a_failed_build_gets_its_error_at_once_while_a_process_forked_during_it_lives(
+        uncovered, tmp_path):
+    """Process A forks a process that lives on while it holds the build lock; B imports during A's build and waits
+    for the lock; A's compiler then fails. B raises the recorded failure at once and the lock is free (B waited
+    as long as A's forked process lived: A's lock was an flock, which belongs to the open file that the forked
+    process shared, so A's closing it did not release it)."""
+    compiler = counting_compiler(tmp_path, then=f"while [ ! -e {tmp_path / 'go'} ]; do sleep 0.05; done\n"
+                                                "echo 'error: fake compiler' >&2; exit 1")
     first = fork_during_the_build(uncovered, tmp_path, "lock", compiler, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE)
+    second = None
     try:
-        first_out, first_err = outcome(first)
-        assert (tmp_path / "child").exists() and "ImportError after" in first_out, (first_out, first_err[-3000:])
-        tried = calls(tmp_path)
-        assert lock_free(uncovered["TORCH_DLPACK_BRIDGE_CACHE"]), "A's forked process still holds the build lock"
+        wait_for(lambda: calls(tmp_path) > 0 or first.poll() is not None, "A's compiler started")
         second = fork_during_the_build(uncovered, tmp_path, "none", compiler, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE)
+        cache = uncovered["TORCH_DLPACK_BRIDGE_CACHE"]
+        wait_for(lambda: waiting_for_the_lock(cache) or second.poll() is not None, "B waiting for the lock")
+        (tmp_path / "go").touch()
+        first_out, first_err = outcome(first)
+        tried = calls(tmp_path)
         out, err = outcome(second)
-        kill_group(second)
     finally:
+        (tmp_path / "go").touch()
         kill_group(first)
+        if second is not None:
+            kill_group(second)
+    assert (tmp_path / "child").exists() and "ImportError after" in first_out, (first_out, first_err[-3000:])
     assert "ImportError after" in out and "is not tried again" in out, (out, err[-3000:])
     assert calls(tmp_path) == tried > 0
+    assert lock_free(cache), "A's forked process still holds the build lock"
 
 
 def test_a_builder_killed_while_a_process_forked_during_its_build_lives_leaves_no_compiler_running(uncovered,
