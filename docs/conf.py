@@ -75,6 +75,14 @@ for name, args in (("cli-help.txt", ["--help"]), ("cli-bench-help.txt", ["bench"
     with open(os.path.join(GENERATED, name), "w") as f:
         f.write(text)
 
+# Your first kernel shows the pybind11 file whole and the nanobind file as its difference from it.
+import difflib  # noqa: E402
+
+with open(os.path.join(ROOT, "examples", "first_kernel", "first_kernel.cpp")) as f, \
+        open(os.path.join(ROOT, "examples", "first_kernel", "first_kernel_nb.cpp")) as g, \
+        open(os.path.join(GENERATED, "first_kernel_nb.diff"), "w") as out:
+    out.writelines(difflib.unified_diff(f.readlines(), g.readlines(), "first_kernel.cpp", "first_kernel_nb.cpp", n=0))
+
 # Break opportunities between names in inline code and signatures, added to the written pages (break_points.py).
 import break_points  # noqa: E402
 

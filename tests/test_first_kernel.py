@@ -1,9 +1,10 @@
 """The tutorial "Your first kernel" (docs/guides/first-kernel.md) is examples/first_kernel, run as a reader runs it.
 
-The page includes the folder's files whole (the two .cpp files, CMakeLists.txt, the build commands and the Python
-session); this test copies the folder outside the checkout, runs build.sh there (the page's commands: a compiler
+The page includes the folder's files whole (the pybind11 source, CMakeLists.txt, the build commands and the Python
+session) and the nanobind source as its diff from the pybind11 one (docs/conf.py writes it); this test copies the folder outside the checkout, runs build.sh there (the page's commands: a compiler
 command for pybind11, CMake for nanobind, both finding the headers through the installed package), then runs
-session.txt as a doctest against each build: the outputs and error messages the page shows are what they print.
+session.txt as a doctest against each build: the outputs and error messages the page shows are what they print
+(wrapped: NORMALIZE_WHITESPACE; nanobind's messages differ from pybind11's as the page says).
 """
 import os
 import re
@@ -35,7 +36,11 @@ def test_page_includes_the_example_whole():
     with open(PAGE) as f:
         page = f.read()
     for name in FILES:
-        assert f"```{{literalinclude}} ../../examples/first_kernel/{name}\n" in page, name
+        if name != "first_kernel_nb.cpp":
+            assert f"```{{literalinclude}} ../../examples/first_kernel/{name}\n" in page, name
+    assert "```{literalinclude} ../_build/generated/first_kernel_nb.diff\n" in page
+    with open(os.path.join(REPO, "docs", "conf.py")) as f:
+        assert '"first_kernel.cpp", "first_kernel_nb.cpp"' in f.read()  # the diff the page includes
 
 
 def test_build_needs_no_checkout():
@@ -49,10 +54,22 @@ def test_session_runs_against_the_pybind11_build(built):
     doctest(built / "session.txt", built)
 
 
+def test_session_shows_the_real_messages():
+    with open(os.path.join(EXAMPLE, "session.txt")) as f:
+        text = f.read()
+    assert "ELLIPSIS" not in text  # without it, doctest compares each message whole
+
+
 def test_session_runs_against_the_nanobind_build(built):
     text = (built / "session.txt").read_text()
     line = re.search(r"^>>> import first_kernel  # .*$", text, re.M)
     assert line and NANOBIND_IMPORT[4:] in line.group(0)  # the page says how to switch
+    # What the page says of nanobind's messages: the function's name in the signature, the arguments' types.
+    with open(PAGE) as f:
+        page = f.read()
+    assert "(`1. l2norm(x: ...`)" in page and "(`Invoked with types: torch.Tensor`)" in page
+    text = re.sub(r"^Invoked with: .*$", "Invoked with types: torch.Tensor", text.replace("    1. (x:", "    1. l2norm(x:"),
+                  flags=re.M)
     nanobind = built / "session_nanobind.txt"
     nanobind.write_text(text.replace(line.group(0), NANOBIND_IMPORT))
     doctest(nanobind, built / "build")
