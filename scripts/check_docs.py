@@ -60,6 +60,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The pages a reader lands on first, screenshot in this order.
 MAIN_PAGES = ["index.html", "getting-started.html", "guides/first-kernel.html", "how-it-works.html",
               "guides/kernel-authors.html", "reference/cpp/tensor.html", "reference/cpp/output.html",
+              "reference/cpp/bindings.html",
               "guides/build-cache.html", "reference/cpp.html", "reference/python.html", "benchmarks.html",
               "guarantees.html", "support.html", "conformance.html"]
 SKIP_DIRS = ("_static", "_images", "_sources", "_downloads")
@@ -73,7 +74,7 @@ DESKTOP = 1280  # from this width on, a table must fit its column without scroll
 MEASURE, MEASURE_INNER = "check-docs-measure", "check-docs-measure-frame"
 MEASURE_SCRIPT = b"""<script>
 window.addEventListener("load", () => {
-  const width = document.documentElement.clientWidth, found = [];
+  const width = document.documentElement.clientWidth, found = [], page = document.documentElement.outerHTML;
   for (const table of document.querySelectorAll("table")) {
     // The box a reader sees the table in: its nearest ancestor that scrolls or clips sideways, else itself.
     let box = table;
@@ -137,6 +138,8 @@ window.addEventListener("load", () => {
   out.setAttribute("data-width", width);
   out.setAttribute("data-tables", JSON.stringify(found));
   out.setAttribute("data-layout", JSON.stringify({breaks, errors, hidden}));
+  if (width === Math.max(...[...parent.document.querySelectorAll("iframe")].map(f => f.clientWidth)))
+    out.setAttribute("data-page", page);  // the page's DOM as rendered, once: the checks that read it
   parent.document.body.appendChild(out);
 });
 </script>"""
@@ -192,6 +195,7 @@ class DomReader(html.parser.HTMLParser):
         self.code_blocks: List[str] = []  # the text of every <pre>
         self.tables: Dict[int, List[Dict[str, object]]] = {}  # {width: MEASURE_SCRIPT's findings}
         self.layout: Dict[int, Dict[str, List[str]]] = {}  # {width: {"breaks": ..., "errors": ..., "hidden": ...}}
+        self.page = ""  # in the outer page of a measurement: the rendered page's own DOM
         self.plain_highlights = 0  # code blocks highlighted with the site's default lexer (Python)
         self.prose: List[str] = []  # the text of every block (PROSE_BLOCKS) outside code, nested blocks apart
         self._pre = 0
@@ -254,6 +258,7 @@ class DomReader(html.parser.HTMLParser):
         if "check-docs-measure" in (a.get("class") or "").split():
             self.tables[int(a.get("data-width") or 0)] = json.loads(a.get("data-tables") or "[]")
             self.layout[int(a.get("data-width") or 0)] = json.loads(a.get("data-layout") or "{}")
+            self.page = a.get("data-page") or self.page
         if tag == "main" or a.get("role") == "main":
             self.main += 1
         if tag == "a" and a.get("href"):
@@ -348,17 +353,25 @@ def layout_problems(page: str, width: int, found: Dict[str, List[str]]) -> List[
     return problems
 
 
-def measure_layout(binary: str, profile: str, url: str) -> List[str]:
-    """The problems of the page's layout (tables, broken identifiers, error examples, anchor jumps) as Chromium
-    lays the page out at each width of WIDTHS."""
+def render(binary: str, profile: str, url: str) -> Tuple[subprocess.CompletedProcess, DomReader, List[str]]:
+    """One Chromium run: the page at each width of WIDTHS (in frames, MEASURE_SCRIPT in each). Returns the run,
+    the page's DOM as rendered, and the problems of its layout (tables, broken identifiers, error examples,
+    anchor jumps)."""
     run = chromium(binary, profile, ["--dump-dom", f"--window-size={sum(WIDTHS.values())},1600"], f"{url}?{MEASURE}")
+    outer = DomReader()
+    outer.feed(run.stdout)
     dom = DomReader()
-    dom.feed(run.stdout)
+    dom.feed(outer.page)
     page = url.split("/", 3)[-1]
-    problems = [f"{page}: its layout was not measured at {w} px" for w in WIDTHS.values() if w not in dom.tables]
-    for width, tables in dom.tables.items():
-        problems += table_problems(page, tables) + layout_problems(page, width, dom.layout.get(width, {}))
-    return problems
+    problems = [f"{page}: its layout was not measured at {w} px" for w in WIDTHS.values() if w not in outer.tables]
+    for width, tables in outer.tables.items():
+        problems += table_problems(page, tables) + layout_problems(page, width, outer.layout.get(width, {}))
+    return run, dom, problems
+
+
+def measure_layout(binary: str, profile: str, url: str) -> List[str]:
+    """The problems of the page's layout as Chromium lays it out at each width of WIDTHS."""
+    return render(binary, profile, url)[2]
 
 
 def header_examples() -> Dict[str, bool]:
@@ -451,16 +464,12 @@ def main(argv: List[str]) -> int:
                 continue
             with Recorder.lock:
                 Recorder.requests.clear()
-            run = chromium(binary, profile, ["--dump-dom"], url)
+            run, dom, layout = render(binary, profile, url)
             with Recorder.lock:
                 failed = [(path, code) for path, code in Recorder.requests if code >= 400]
-            dom = DomReader()
-            dom.feed(run.stdout)
             doms[page] = dom
             problems += code_problems(page, dom, examples_of)
-            problems += prose_problems(page, dom) + reference_problems(page, dom)
-            if page != "search.html":
-                problems += measure_layout(binary, profile, url)
+            problems += prose_problems(page, dom) + reference_problems(page, dom) + layout
             # The search page has no heading; every other page has its title as one.
             if run.returncode != 0 or dom.main == 0 or (dom.headings == 0 and page != "search.html"):
                 problems.append(f"{page}: did not render in Chromium (exit {run.returncode}, main {dom.main}, "
