@@ -38,6 +38,28 @@ void def_forms(Module& m, const std::string& prefix) {
   m.def((prefix + "_keyword").c_str(), [](S, E x) { return got(x); }, py::arg("a"), py::arg("x"));
 }
 
+// Issue 44: constructors and methods (a constructor's listing has no `self`, its call's arguments start with it).
+using Vec = tdb::Tensor<const float, tdb::ndim<1>>;
+struct Pair {
+  int64_t n;
+  Pair(Vec x, Vec y) : n(x.size(0) + y.size(0)) {}
+  int64_t scale(Vec x) const { return n * x.size(0); }
+  static int64_t make(Vec x, Vec y) { return x.size(0) * y.size(0); }
+};
+
+double sum(const std::vector<Vec>& xs) {
+  double total = 0;
+  for (const auto& x : xs)
+    for (int64_t i = 0; i < x.size(0); ++i) total += x.data()[i];
+  return total;
+}
+
+}  // namespace
+
+// Which name a reason line gives an argument: the binding library's (py::arg, or its own), never tdb::named's.
+namespace {
+constexpr char kNamed[] = "named";
+using Named = tdb::Tensor<float, tdb::ndim<1>, tdb::named<kNamed>>;
 }  // namespace
 
 TDB_TEST_MODULE(TDB_MODULE, m) {
@@ -62,5 +84,32 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
     if (n < 0) throw tdb::Error(PyExc_ValueError, "n must be >= 0, got " + std::to_string(n));
     return bias ? n + 1 : n;
   }, py::arg("n"), py::arg("bias") = py::none());
+  // Issue 44: one dispatch. A list parameter given a generator (pybind11 takes any iterable: converts it once),
+  // a callback run by the body (it may call this function or another wrapped one), every calling form.
+  m.def("total", [](std::vector<Vec> xs) { return sum(xs); }, py::arg("xs"));
+  m.def("total_dtypes", [](std::vector<Vec> xs) { return sum(xs); }, py::arg("xs"));
+  m.def("total_dtypes", [](std::vector<tdb::Tensor<const double, tdb::ndim<1>>> xs) { return xs.size(); },
+        py::arg("xs"));
+  m.def("total_doubles", [](std::vector<double> xs) {
+    double total = 0;
+    for (double x : xs) total += x;
+    return total;
+  }, py::arg("xs"));
+  m.def("apply", [](py::object callback, C<float> x) {
+    callback();
+    return got(x);
+  }, py::arg("callback"), py::arg("x"));
+  py::class_<Pair>(m, "Pair")
+      .def(py::init<Vec, Vec>(), py::arg("x"), py::arg("y"))
+      .def("scale", &Pair::scale, py::arg("x"))
+      .def_static("make", &Pair::make, py::arg("x"), py::arg("y"));
+  m.def("keywords", [](Vec x, Vec y, std::optional<Vec> z) { return x.size(0) + y.size(0) + (z ? z->size(0) : 0); },
+        py::arg("x"), py::kw_only(), py::arg("y"), py::arg("z") = py::none());
+  m.def_submodule("sub").def("vec", [](Vec x) { return x.size(0); }, py::arg("x"));
+  m.def("named_by_arg", [](std::vector<Named> xs) { return xs.size(); }, py::arg("xs"));
+  m.def("named_by_library", [](std::vector<Named> xs) { return xs.size(); });
   tdb::explain_refusals(m);
+  // Defined after explain_refusals: not wrapped (the library's message, no reasons).
+  m.def("late", [](Vec x) { return x.size(0); }, py::arg("x"));
+  m.def("late_total", [](std::vector<Vec> xs) { return sum(xs); }, py::arg("xs"));
 }

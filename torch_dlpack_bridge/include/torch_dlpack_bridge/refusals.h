@@ -10,16 +10,27 @@
  *     overload 2: argument 'y': expected dtype float64, got float16
  * \endcode
  *
- * How: neither binding library lets a caster reach its final message, and a caster is not told its parameter's
- * name or overload. So the function is wrapped once (its dispatch entry point); when a call fails with the
- * library's overload TypeError, the wrapper dispatches the same arguments once more with a thread-local record
- * open, in which every tdb caster notes what it took or refused and why; the record is matched against the
- * overloads and parameter names that the TypeError lists, and the lines are added to that TypeError's message.
- * A call that is taken never opens a record: the casters' accepted path reads one module-local counter. The
- * record lives on the failing call's stack and is this thread's only (free-threaded CPython too); a call made
- * while it is open (a `__dlpack__` that calls a kernel) notes nothing into it. An argument whose refusal no tdb
- * caster noted (a non-tensor parameter that did not convert) gets no line, nor does a tensor that its overload
- * took.
+ * How a note finds its call: neither binding library lets a caster reach its final message, nor tells it its
+ * parameter's name or overload, so `explain_refusals` wraps each function's entry point (pybind11 3: its
+ * PyMethodDef's dispatcher; nanobind: its vectorcall slot). The wrapper opens a record on its own stack, makes it
+ * this thread's innermost (the previous one is kept and put back when the call returns), and calls the library's
+ * dispatch once: while the library resolves the call (pybind11: both of its passes; nanobind: its passes), every
+ * tdb caster that refuses an argument notes it in the innermost record with what is needed to word it later
+ * (the producer's exception, or a copy of the refused view's description), and once the record holds a refusal,
+ * the casters also note what they took (a variant's next alternative may take what the first refused). A call
+ * made meanwhile by a converter, a `__dlpack__` or a body (this function again, or another) opens its own record
+ * above, so its notes never mix with the outer call's; another thread has its own innermost record (free-threaded
+ * CPython too). Only when the dispatch fails with the library's own overload TypeError for this call (its
+ * function's name, raised by the dispatcher itself: no traceback yet, and not the error of a wrapped call made
+ * inside it) are the notes worded and matched, through one table of the noted objects, with the overloads and
+ * parameter names that the TypeError lists (a constructor's listing has no `self`; keyword-only and defaulted
+ * parameters by name), and the lines added to that TypeError. Nothing is dispatched again: a call runs its body
+ * once with the arguments given, or is refused and no body ran. An accepted call pays a thread-local read and
+ * write in the wrapper, and per tensor one module-local counter read. An argument whose refusal no tdb caster
+ * noted (a non-tensor parameter that did not convert) gets no line, nor does a tensor that its overload took,
+ * nor an item of an iterable that is not a list or a tuple (a generator: its items are gone). Functions defined
+ * after `explain_refusals` are not wrapped (neither library has a hook where a function is defined): their
+ * refusals say no more than the library's message.
  *
  * Included by pybind11.h and nanobind.h; a kernel author never includes it directly.
  */
@@ -33,33 +44,94 @@
 
 #include <atomic>
 #include <cstring>
+#include <new>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "torch_dlpack_bridge/config.h"
 #include "torch_dlpack_bridge/errors.h"
 #include "torch_dlpack_bridge/signature.h"
+#include "torch_dlpack_bridge/view.h"
 
 namespace tdb {
 namespace detail {
 
-/*! \brief What a caster did with `obj` (borrowed: an argument or a list's item, alive during the call). */
+/*!
+ * \brief What a caster did with `obj` in one call: taken (`why` is nullptr) or refused, with what words it later.
+ * Owns its references (an item of a converted generator is gone after the call).
+ */
 struct Noted {
-  PyObject* obj;
-  const char* param;  //!< the parameter's type as signatures show it (static text)
-  std::string why;    //!< empty: taken
-};
-/*! \brief The notes of one explaining dispatch. */
-using RefusalRecord = std::vector<Noted>;
+  PyObject* obj = nullptr;       //!< owned: the argument or item
+  const char* param = nullptr;   //!< the parameter's type as signatures show it (static text)
+  std::string (*why)(const Noted&) = nullptr;  //!< words the refusal (only if the call is refused); nullptr: taken
+  PyObject* error = nullptr;     //!< owned: the producer's exception, for a refusal it raised
+  DLTensor t{};                  //!< a refused view's description, its shape then strides in `dims` (or `more`)
+  int64_t dims[8];
+  std::vector<int64_t> more;     //!< beyond 4 dimensions
+  bool read_only = false;
 
-/*! \brief How many dispatches of this module are being explained, on any thread: the casters' one read. */
-TDB_MODULE_LOCAL inline std::atomic<int>& explaining() {
+  Noted(PyObject* o, const char* p) noexcept : obj(o), param(p) { Py_INCREF(o); }
+  Noted(Noted&& o) noexcept
+      : obj(o.obj), param(o.param), why(o.why), error(o.error), t(o.t), more(std::move(o.more)),
+        read_only(o.read_only) {
+    std::memcpy(dims, o.dims, sizeof(dims));
+    o.obj = o.error = nullptr;
+  }
+  /*! \brief Where the shape then the strides are kept. */
+  int64_t* kept() { return more.empty() ? dims : more.data(); }
+  const int64_t* kept() const { return more.empty() ? dims : more.data(); }
+  Noted(const Noted&) = delete;
+  Noted& operator=(const Noted&) = delete;
+  Noted& operator=(Noted&&) = delete;
+  ~Noted() {
+    Py_XDECREF(obj);
+    Py_XDECREF(error);
+  }
+};
+
+/*! \brief How many open records of this module, on any thread, hold a refusal: the casters' one read when taking. */
+TDB_MODULE_LOCAL inline std::atomic<int>& noting() {
   static std::atomic<int> count{0};
   return count;
 }
-/*! \brief This thread's open record, or nullptr. */
-TDB_MODULE_LOCAL inline RefusalRecord*& refusal_record() {
-  static thread_local RefusalRecord* record = nullptr;
+
+/*! \brief What one call of a wrapped function noted, made at its first note (an accepted call makes none). */
+struct CallNotes {
+  std::vector<Noted> notes;
+  std::vector<PyObject*> nested;  //!< owned: TypeErrors raised by wrapped calls made inside this one
+  bool refused = false;           //!< a refusal was noted: counted in noting()
+  CallNotes() = default;
+  CallNotes(const CallNotes&) = delete;
+  CallNotes& operator=(const CallNotes&) = delete;
+  ~CallNotes() {
+    if (refused) noting().fetch_sub(1, std::memory_order_relaxed);
+    for (PyObject* e : nested) Py_DECREF(e);
+  }
+};
+
+/*!
+ * \brief One call of a wrapped function, on the wrapper's stack: this thread's innermost while the library
+ * dispatches it (see the file comment). An accepted call that notes nothing stores two words and makes nothing.
+ */
+struct CallRecord {
+  CallRecord* outer;  //!< the record this one hides while open
+  CallNotes* notes;   //!< in `storage` once made; nullptr until the first note
+  alignas(CallNotes) unsigned char storage[sizeof(CallNotes)];
+  /*! \brief The notes, made if need be, room for a few reserved (throws std::bad_alloc). */
+  CallNotes& made() {
+    if (!notes) {
+      notes = new (storage) CallNotes();
+      notes->notes.reserve(4);
+    }
+    return *notes;
+  }
+};
+
+/*! \brief This thread's innermost open record, or nullptr (no wrapped call of this module is being dispatched). */
+TDB_MODULE_LOCAL inline CallRecord*& innermost_record() {
+  static thread_local CallRecord* record = nullptr;
   return record;
 }
 
@@ -72,53 +144,101 @@ inline std::string without_argument(std::string why) {
   return why;
 }
 
-/*! \brief True while this module explains a call, on any thread: the one test of the casters' accepted path. */
-inline bool explaining_any() noexcept { return explaining().load(std::memory_order_relaxed) != 0; }
+/*! \brief True while a record of this module holds a refusal, on any thread: the casters' accepted path's one test. */
+inline bool noting_any() noexcept { return noting().load(std::memory_order_relaxed) != 0; }
 
-/*! \brief Notes `obj` in this thread's open record, if any; `why()` is asked for only then. Never throws. Out of
- *  line: the casters' accepted path stays as lean as before. */
+/*!
+ * \brief Notes `obj` in this thread's innermost record, if one is open; `fill(noted)` says why (sets `why` and
+ * what it reads) and is run only then. Never throws. Out of line: the casters' paths stay as lean as before.
+ */
 template <class F>
-TDB_NOINLINE void note(PyObject* obj, const char* param, F&& why) noexcept {
-  RefusalRecord* record = refusal_record();
+TDB_NOINLINE void note(PyObject* obj, const char* param, F&& fill) noexcept {
+  CallRecord* record = innermost_record();
   if (!record) return;
   try {
-    record->push_back(Noted{obj, param, why()});
+    Noted noted(obj, param);
+    fill(noted);
+    const bool refusal = noted.why != nullptr;
+    if (!refusal && !(record->notes && record->notes->refused)) return;  // a take matters only beside a refusal
+    CallNotes& notes = record->made();
+    notes.notes.push_back(std::move(noted));
+    if (refusal && !notes.refused) {
+      notes.refused = true;
+      noting().fetch_add(1, std::memory_order_relaxed);
+    }
   } catch (...) {  // out of memory: one line fewer
   }
 }
-/*! \brief A caster took `obj`: true, after noting it while explaining (a variant's next alternative may take
- *  what the first refused; such a tensor is not blamed). */
+/*! \brief A caster took `obj`: true, after noting it beside a refusal of this call (a variant's next alternative
+ *  may take what the first refused; such a tensor is not blamed). */
 TDB_ALWAYS_INLINE inline bool taken(PyObject* obj, const char* param) noexcept {
-  if (explaining_any()) note(obj, param, [] { return std::string(); });
+  if (noting_any()) note(obj, param, [](Noted&) {});
   return true;
+}
+
+/*! \brief The words of a non-tensor's refusal. */
+inline std::string non_tensor_why(const Noted& n) {
+  const bool type = PyType_Check(n.obj);
+  return std::string("expected a tensor, got ") + (type ? "the class '" : "'") +
+         (type ? reinterpret_cast<PyTypeObject*>(n.obj)->tp_name : Py_TYPE(n.obj)->tp_name) + "'";
 }
 /*! \brief A caster refused `obj`, which is not a tensor: false, after noting it. */
 inline bool refused_non_tensor(PyObject* obj, const char* param) noexcept {
-  if (!explaining_any()) return false;
-  note(obj, param, [obj] {
-    return std::string("expected a tensor, got ") + (PyType_Check(obj) ? "the class '" : "'") +
-           (PyType_Check(obj) ? reinterpret_cast<PyTypeObject*>(obj)->tp_name : Py_TYPE(obj)->tp_name) + "'";
-  });
+  note(obj, param, [](Noted& n) { n.why = &non_tensor_why; });
   return false;
 }
-/*! \brief A typed caster refused the view `v` of `obj`: notes the first constraint it violates, as
+
+/*! \brief The words of a typed parameter's refusal: the first constraint the noted view violates, as
  *  `Value::check` words it (any refusal a constraint adds is picked up). */
+template <class Value>
+std::string violation_why(const Noted& n) {
+  DLTensor t = n.t;
+  if (t.ndim > 0) {
+    t.shape = const_cast<int64_t*>(n.kept());
+    t.strides = n.t.strides ? t.shape + t.ndim : nullptr;  // (a marker: not the producer's pointer)
+  }
+  const TensorView v(described, n.obj, t, n.read_only, Value::DefaultName);
+  try {
+    Value::check(v);
+  } catch (const Error& e) {
+    PyErr_Clear();
+    return without_argument(e.what());
+  }
+  return "refused";  // not reached: the caster saw a violation
+}
+/*! \brief A typed caster refused the view `v` of `obj`: notes a copy of its description (the view is gone by the
+ *  time the call is known to be refused, and a converter may change the tensor meanwhile). */
 template <class Value, class View>
 void note_violation(PyObject* obj, const char* param, const View& v) noexcept {
-  if (!explaining_any()) return;
-  note(obj, param, [&v]() -> std::string {
-    try {
-      Value::check(v);
-    } catch (const Error& e) {
-      return without_argument(e.what());
+  note(obj, param, [&v](Noted& n) {
+    n.t = v.dl();
+    const size_t ndim = n.t.ndim > 0 ? static_cast<size_t>(n.t.ndim) : 0;
+    if (ndim > 4) n.more.resize(2 * ndim);
+    int64_t* kept = n.kept();
+    for (size_t i = 0; i < ndim; ++i) {
+      kept[i] = n.t.shape[i];
+      kept[ndim + i] = n.t.strides ? n.t.strides[i] : 0;
     }
-    return "refused";  // not reached: the caller saw a violation
+    n.t.shape = nullptr;  // the producer's: gone after the call
+    n.t.strides = n.t.strides ? kept : nullptr;
+    n.read_only = v.read_only();
+    n.why = &violation_why<Value>;
   });
+}
+
+/*! \brief The words of a producer's refusal: its exception's message. */
+inline std::string producer_why(const Noted& n) {
+  PyObject* text = n.error ? PyObject_Str(n.error) : nullptr;
+  const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
+  std::string why = utf8 ? without_argument(utf8) : "refused by its producer";
+  Py_XDECREF(text);
+  PyErr_Clear();
+  return why;
 }
 
 /*!
  * \brief For the binding casters: runs `fill` (which makes the caster's value); a refusal (any exception: the
- * producer's, a data-less tensor's) is noted with its message while explaining, its Python exception dropped,
+ * producer's, a data-less tensor's) is noted with its exception in a wrapped call, its Python exception dropped,
  * and false lets the binding library try the next overload or raise its own TypeError. Never throws. Inlined
  * (as the view's constructors are): a call here costs about as much as the checks.
  */
@@ -129,14 +249,9 @@ TDB_ALWAYS_INLINE inline bool fill_or_note(F&& fill, PyObject* obj, const char* 
         return Py_None;  // borrowed: only a success marker
       }))
     return true;
-  if (explaining_any()) note(obj, param, [] {
-    PyObject* exc = fetch_exception();
-    PyObject* text = exc ? PyObject_Str(exc) : nullptr;
-    const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
-    std::string why = utf8 ? without_argument(utf8) : "refused by its producer";
-    Py_XDECREF(text);
-    Py_XDECREF(exc);
-    return why;
+  note(obj, param, [](Noted& n) {
+    n.error = fetch_exception();
+    n.why = &producer_why;
   });
   PyErr_Clear();
   return false;
@@ -223,47 +338,87 @@ inline std::vector<std::string> tensor_types(const std::string& annotation) {
   return out;
 }
 
-/*! \brief The lines for argument `value` (named `name`) of overload `k`: one per refused tensor, unless taken. */
-inline void explain_argument(std::string& lines, int k, const std::string& name, PyObject* value,
-                             const std::vector<std::string>& types, const RefusalRecord& record) {
+/*! \brief What one call noted of one object under one parameter type: whether it was taken, and its refusals. */
+struct NotedUnder {
+  const char* param;
+  bool took;
+  std::vector<const Noted*> refusals;
+};
+/*! \brief The notes of a refused call by object, made once: every argument and item is then looked up once. */
+using NotesByObject = std::unordered_map<PyObject*, std::vector<NotedUnder>>;
+inline NotesByObject notes_by_object(const CallNotes& record) {
+  NotesByObject out;
+  for (const Noted& noted : record.notes) {
+    std::vector<NotedUnder>& under = out[noted.obj];
+    NotedUnder* u = nullptr;
+    for (NotedUnder& each : under) u = std::strcmp(each.param, noted.param) == 0 ? &each : u;
+    if (!u) u = &under.emplace_back(NotedUnder{noted.param, false, {}});
+    if (noted.why) u->refusals.push_back(&noted);
+    else u->took = true;
+  }
+  return out;
+}
+
+/*! \brief The reason lines being made, each once (both passes of a library note a refusal again). */
+struct Lines {
+  std::string text;
+  std::unordered_set<std::string> seen;
+  void add(std::string line) {
+    if (seen.insert(line).second) text += line;
+  }
+};
+
+/*!
+ * \brief The lines for argument `value` (named `name`) of overload `k`: one per refusal of the value, or of the
+ * first item of a list or tuple that this overload refused (its caster stopped there), unless it was taken.
+ */
+inline void explain_argument(Lines& lines, int k, const std::string& name, PyObject* value,
+                             const std::vector<std::string>& types, const NotesByObject& notes) {
   // A list's items are what a std::vector parameter's caster noted (a snapshot: other threads may change it).
   PyObject* items = (PyList_Check(value) || PyTuple_Check(value)) ? PySequence_Tuple(value) : nullptr;
   if (!items) PyErr_Clear();
   const Py_ssize_t n = items ? PyTuple_GET_SIZE(items) : 0;
-  for (Py_ssize_t item = -1; item < n; ++item) {
-    PyObject* obj = item < 0 ? value : PyTuple_GET_ITEM(items, item);
+  bool blamed = false;
+  for (Py_ssize_t item = -1; item < n && !blamed; ++item) {
+    const auto found = notes.find(item < 0 ? value : PyTuple_GET_ITEM(items, item));
+    if (found == notes.end()) continue;
     bool took = false;
-    std::vector<const std::string*> why;
-    for (const Noted& noted : record) {
-      if (noted.obj != obj) continue;
+    std::vector<const Noted*> why;
+    for (const NotedUnder& u : found->second) {
       bool here = false;
-      for (const std::string& t : types) here |= t == noted.param;
+      for (const std::string& t : types) here |= t == u.param;
       if (!here) continue;
-      if (noted.why.empty()) took = true;
-      else why.push_back(&noted.why);
+      took |= u.took;
+      why.insert(why.end(), u.refusals.begin(), u.refusals.end());
     }
     if (took) continue;  // never blame a tensor that this overload took
-    for (const std::string* w : why) {
-      std::string line = "    overload " + std::to_string(k) + ": argument '" + name + "'" +
-                         (item < 0 ? std::string() : ", item " + std::to_string(item)) + ": " + *w + "\n";
-      if (lines.find(line) == std::string::npos) lines += line;  // both passes of a library note it again
+    for (const Noted* w : why) {
+      lines.add("    overload " + std::to_string(k) + ": argument '" + name + "'" +
+                (item < 0 ? std::string() : ", item " + std::to_string(item)) + ": " + w->why(*w) + "\n");
+      blamed = item >= 0;
     }
   }
   Py_XDECREF(items);
 }
 
-/*! \brief Adds the lines to `error` (the library's TypeError, listing the overloads); leaves it as it is if none
- *  or on any failure. Never throws; no Python exception is set before or after. */
-inline void add_reasons(PyObject* error, const RefusalRecord& record, PyObject* const* args, size_t nargs,
-                        PyObject* kwnames) noexcept {
+/*!
+ * \brief Adds the lines to `error` (the library's TypeError, listing the overloads); leaves it as it is if none
+ * or on any failure. `constructor`: the call's arguments start with `self`, which the listing leaves out.
+ * Never throws; no Python exception is set before or after.
+ */
+inline void add_reasons(PyObject* error, const CallNotes& record, PyObject* const* args, size_t nargs,
+                        PyObject* kwnames, bool constructor) noexcept {
   try {
-    bool refused = false;
-    for (const Noted& noted : record) refused |= !noted.why.empty();
-    PyObject* text = refused ? PyObject_Str(error) : nullptr;
+    PyObject* text = PyObject_Str(error);
     const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
     std::string message = utf8 ? utf8 : "";
     Py_XDECREF(text);
-    std::string lines;
+    const NotesByObject notes = notes_by_object(record);
+    if (constructor && nargs > 0) {
+      ++args;
+      --nargs;
+    }
+    Lines lines;
     size_t at = message.find("supported:\n");
     for (at = at == std::string::npos ? at : at + 11; at != std::string::npos && at < message.size();) {
       const size_t eol = message.find('\n', at);
@@ -282,11 +437,11 @@ inline void add_reasons(PyObject* error, const RefusalRecord& record, PyObject* 
           if (key && p.name == key) value = args[nargs + i];
         }
         const std::vector<std::string> types = tensor_types(p.annotation);
-        if (value && !types.empty()) explain_argument(lines, k, p.name, value, types, record);
+        if (value && !types.empty()) explain_argument(lines, k, p.name, value, types, notes);
       }
     }
-    if (!lines.empty()) {
-      message += "\n\nWhy the tensor arguments were refused:\n" + lines.substr(0, lines.size() - 1);
+    if (!lines.text.empty()) {
+      message += "\n\nWhy the tensor arguments were refused:\n" + lines.text.substr(0, lines.text.size() - 1);
       PyObject* new_args = Py_BuildValue("(s)", message.c_str());
       if (new_args) PyObject_SetAttrString(error, "args", new_args);
       Py_XDECREF(new_args);
@@ -307,64 +462,70 @@ struct Dispatch {
   PyObject* operator()() const { return fn(callee, args, nargsf, kwnames); }
 };
 
-
 /*!
- * \brief The failed dispatch `d`: when its error is the library's overload TypeError, dispatches once more with a
- * record open and adds the reasons to that TypeError. If the second dispatch is taken (a producer that changed
- * its answer), its result is the call's; another exception from it is the call's too.
+ * \brief Whether `error` is the overload TypeError that the library's dispatcher raised for this call, rather
+ * than one a body let through (another call's, wrapped or not, of this function or another): it starts with the
+ * function's name, has no traceback (no Python frame has seen it: a callback's error went through its frame),
+ * and is not one that a wrapped call made inside this one raised. `constructor`: the listing leaves out `self`.
  */
-TDB_NOINLINE inline PyObject* explain(const Dispatch& d) {
-  PyObject* error = fetch_exception();
-  PyObject* text = error && Py_TYPE(error) == reinterpret_cast<PyTypeObject*>(PyExc_TypeError)
-                       ? PyObject_Str(error) : nullptr;
+inline bool own_overload_error(PyObject* error, const Dispatch& d, const CallNotes& record, bool& constructor) {
+  if (Py_TYPE(error) != reinterpret_cast<PyTypeObject*>(PyExc_TypeError)) return false;
+  PyObject* traceback = PyException_GetTraceback(error);
+  Py_XDECREF(traceback);
+  if (traceback) return false;
+  for (PyObject* inner : record.nested)
+    if (inner == error) return false;
+  PyObject* text = PyObject_Str(error);
   const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
-  // This function's own overload error: one that its body let through (another function's, with its own
-  // arguments) must not make the body run again.
   const std::string name = d.name(d.callee), own = name + "(): incompatible ";
-  const bool overloads = utf8 && !name.empty() && std::strncmp(utf8, own.c_str(), own.size()) == 0;
+  const bool yes = utf8 && !name.empty() && std::strncmp(utf8, own.c_str(), own.size()) == 0;
+  constructor = yes && std::strncmp(utf8 + own.size(), "constructor", 11) == 0;
   Py_XDECREF(text);
   PyErr_Clear();
-  if (!overloads) {
-    restore_exception(error);
-    return nullptr;
-  }
-  RefusalRecord record;
-  RefusalRecord*& open = refusal_record();
-  RefusalRecord* outer = open;
-  open = &record;
-  explaining().fetch_add(1, std::memory_order_relaxed);
-  PyObject* again = d();
-  explaining().fetch_sub(1, std::memory_order_relaxed);
-  open = outer;
-  PyObject* second = again ? nullptr : fetch_exception();
-  if (again || !second || Py_TYPE(second) != reinterpret_cast<PyTypeObject*>(PyExc_TypeError)) {
-    Py_XDECREF(error);
-    restore_exception(second);
-    return again;
-  }
-  Py_DECREF(second);
-  add_reasons(error, record, d.args, static_cast<size_t>(PyVectorcall_NARGS(d.nargsf)), d.kwnames);
-  restore_exception(error);
-  return nullptr;
+  return yes;
 }
 
-/*! \brief A dispatch made while this module explains another call (a `__dlpack__` calling a kernel): it notes
- *  nothing into the open record, and is explained with a record of its own. */
-TDB_NOINLINE inline PyObject* dispatch_aside(const Dispatch& d) {
-  RefusalRecord*& record = refusal_record();
-  RefusalRecord* open = record;
-  record = nullptr;
-  PyObject* result = d();
-  if (!result) result = explain(d);
-  record = open;
+/*!
+ * \brief The end of a call that failed or noted something (`record` is closed): when the call's error is its own
+ * overload TypeError, adds the reasons to it; a TypeError is also told to the enclosing call (it is not that
+ * call's own). Releases the notes. Returns `result`.
+ */
+TDB_NOINLINE inline PyObject* explain(PyObject* result, const Dispatch& d, CallRecord& record) noexcept {
+  PyObject* error = result ? nullptr : fetch_exception();
+  bool constructor = false;
+  if (error && record.notes && record.notes->refused && own_overload_error(error, d, *record.notes, constructor))
+    add_reasons(error, *record.notes, d.args, static_cast<size_t>(PyVectorcall_NARGS(d.nargsf)), d.kwnames,
+                constructor);
+  if (record.notes) record.notes->~CallNotes();
+  if (error && record.outer && Py_TYPE(error) == reinterpret_cast<PyTypeObject*>(PyExc_TypeError)) {
+    try {
+      record.outer->made().nested.push_back(error);
+      Py_INCREF(error);
+    } catch (...) {  // out of memory: the enclosing call may take it for its own (no worse than lines fewer)
+    }
+  }
+  restore_exception(error);
   return result;
 }
 
-/*! \brief A wrapped function's call: the library's dispatch, explained when it fails (one test when it does not). */
+/*!
+ * \brief A wrapped function's call: the library's dispatch, once, with this call's record innermost on this
+ * thread; explained when it fails. An accepted call that noted nothing pays one thread-local lookup, two stores
+ * and a load.
+ */
 TDB_ALWAYS_INLINE inline PyObject* dispatch_explained(const Dispatch& d) {
-  if (explaining().load(std::memory_order_relaxed) != 0) return dispatch_aside(d);
+  CallRecord** innermost = &innermost_record();
+#if defined(__GNUC__)
+  asm("" : "+r"(innermost));  // one thread-local lookup, kept in a register across the call
+#endif
+  CallRecord record;
+  record.outer = *innermost;
+  record.notes = nullptr;
+  *innermost = &record;
   PyObject* result = d();
-  return result ? result : explain(d);
+  *innermost = record.outer;
+  if (result && !record.notes) return result;
+  return explain(result, d, record);
 }
 
 /*!

@@ -20,6 +20,12 @@
 
 namespace tdb {
 
+namespace detail {
+/*! \brief Tag for the view of a description taken earlier (refusals.h words a refusal with it after the call). */
+struct described_t {};
+constexpr described_t described{};
+}  // namespace detail
+
 /*!
  * \brief A DLTensor describing a Python tensor argument, filled on the stack by the producer's
  * dltensor_from_py_object_no_sync: no allocation, no reference taken. It owns nothing and is valid only
@@ -49,6 +55,12 @@ class TensorView {
     }
     if (!owned_) detail::check_described(t_, name);  // from_python() checked an owning export already
   }
+  /*!
+   * \brief A view of `t`, a description taken earlier (its shape and strides are the caller's; `obj` is only
+   * named): refusals.h runs a typed parameter's checks on it to word a refusal after the call. Owns nothing.
+   */
+  TensorView(detail::described_t, PyObject* obj, const DLTensor& t, bool read_only, const char* name) noexcept
+      : t_(t), obj_(obj), name_(name), api_(nullptr), read_only_(read_only) {}
   TensorView(const TensorView&) = delete;
   TensorView& operator=(const TensorView&) = delete;
   /*! \brief Moves the view (and any owning export it holds); shape/strides stay where they were. */
