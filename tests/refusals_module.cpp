@@ -62,6 +62,12 @@ constexpr char kNamed[] = "named";
 using Named = tdb::Tensor<float, tdb::ndim<1>, tdb::named<kNamed>>;
 }  // namespace
 
+// Which name a reason line gives an argument: the binding library's (py::arg, or its own), never tdb::named's.
+namespace {
+constexpr char kNamed[] = "named";
+using Named = tdb::Tensor<float, tdb::ndim<1>, tdb::named<kNamed>>;
+}  // namespace
+
 TDB_TEST_MODULE(TDB_MODULE, m) {
   def_forms<C<float>, float>(m, "c");
   def_forms<Any<float>, float>(m, "any");
@@ -106,6 +112,8 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   m.def("keywords", [](Vec x, Vec y, std::optional<Vec> z) { return x.size(0) + y.size(0) + (z ? z->size(0) : 0); },
         py::arg("x"), py::kw_only(), py::arg("y"), py::arg("z") = py::none());
   m.def_submodule("sub").def("vec", [](Vec x) { return x.size(0); }, py::arg("x"));
+  m.def("named_by_arg", [](std::vector<Named> xs) { return xs.size(); }, py::arg("xs"));
+  m.def("named_by_library", [](std::vector<Named> xs) { return xs.size(); });
   m.def("named_by_arg", [](std::vector<Named> xs) { return xs.size(); }, py::arg("xs"));
   m.def("named_by_library", [](std::vector<Named> xs) { return xs.size(); });
   tdb::explain_refusals(m);

@@ -73,6 +73,15 @@ def test_output_follows_a_strided_input(scaled):
     assert out.tolist() == [22.0, 16.0, 10.0, 4.0]
 
 
+def test_a_returned_tensors_storage_cannot_grow(scaled):
+    # As a torch.from_dlpack tensor's: its memory is the DLPack tensor's, freed by its deleter, which torch cannot
+    # reallocate (the kernel authors' guide, Outputs, says so). Shrinking works, and a clone grows.
+    out = scaled(1.0, torch.ones(4))
+    with pytest.raises(RuntimeError, match="Trying to resize storage that is not resizable"):
+        out.resize_(8)
+    assert out.resize_(2).tolist() == [1.0, 1.0] and out.clone().resize_(8).shape == (8,)
+
+
 def test_tuple_of_outputs_is_a_python_tuple(pair):
     x = torch.arange(4.0)
     result = pair(x)

@@ -168,6 +168,16 @@ def test_the_guides_table_of_reasons(m, row):
     assert reasons(str(info.value)) == ["    " + line]
 
 
+def test_a_reason_names_the_argument_as_the_binding_library_does(m):
+    """The name in a reason line is the one the library's listing gives (py::arg / nb::arg, else its own), whatever
+    tdb::named says: both functions' parameter is std::vector<tdb::Tensor<float, ndim<1>, tdb::named<"named">>>."""
+    unnamed = "arg0" if "pybind11" in m.__name__ else "arg"
+    for f, name in ((m.named_by_arg, "xs"), (m.named_by_library, unnamed)):
+        with pytest.raises(TypeError) as info:
+            f([torch.ones(2), torch.ones(2, dtype=torch.float16)])
+        assert reasons(str(info.value)) == [f"    overload 1: argument '{name}', item 1: expected dtype float32, got float16"]
+
+
 def test_nothing_is_said_of_a_tensor_its_overload_took(m):
     with pytest.raises(TypeError) as info:
         m.two(torch.ones(2, 4), torch.ones(2, 4, dtype=torch.int8))
@@ -279,6 +289,12 @@ def test_a_reentrant_producer_keeps_each_calls_reasons_apart(m):
     for inner in x.inner:
         assert reasons(inner) == ["    overload 1: argument 'x': expected dtype float32, got float16"], inner
     assert m.c_plain(Reentrant(m, torch.ones(3, 4)), 2.0) == "float32[3]"
+
+
+def test_a_none_default_for_an_optional_tensor(m):
+    # bias_first binds std::optional<tdb::Tensor<...>> with py::arg("bias") = py::none(), which binding_flavour.h
+    # makes nb::arg("bias") = nb::none() for nanobind (what the kernel authors' guide shows for both).
+    assert m.bias_first(1) == 1 and m.bias_first(1, None) == 1 and m.bias_first(1, bias=torch.ones(2)) == 2
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)

@@ -61,7 +61,8 @@ inline void register_translators() noexcept {
  */
 class Error : public std::exception {
  public:
-  /*! \brief An error to be raised as `type(message)`; `type` is a borrowed exception class (PyExc_*). */
+  /*! \brief An error to be raised as `type(message)`; `type` is a borrowed exception class (PyExc_*), `message`
+   *  any string, e.g. built at run time: `"n must be >= 0, got " + std::to_string(n)`. */
   Error(PyObject* type, std::string message) : type_(type), msg_(std::move(message)) {
     detail::register_translators();
   }

@@ -20,7 +20,7 @@
  *    fixed sizes, memory order, device type and writability the caster checks, one compare each (a writable
  *    parameter also refuses an expanded tensor, see tensor.h).
  *  Each works inside `std::optional`, `std::vector`, `std::variant` (nanobind/stl/...), as a keyword argument
- *  and with a `None` default.
+ *  and with a `None` default (`nb::arg("bias") = nb::none()`; a std::optional needs no `.none()`).
  *
  * Arguments a parameter does not take, as in pybind11.h: a non-tensor (a class, such as `torch.Tensor` itself,
  * never is one), a tensor its producer refuses (a conj view, a sparse tensor, a NumPy string array) and a tensor

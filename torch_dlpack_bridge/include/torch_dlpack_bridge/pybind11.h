@@ -20,7 +20,7 @@
  *    fixed sizes, memory order, device type and writability the caster checks, one compare each (a writable
  *    parameter also refuses an expanded tensor, see tensor.h).
  *  Each works inside `std::optional`, `std::vector`, `std::variant` (pybind11/stl.h), as a keyword argument
- *  and with a `None` default.
+ *  and with a `None` default (`py::arg("bias") = py::none()`).
  *
  * Arguments a parameter does not take: a non-tensor (a class, such as `torch.Tensor` itself, never is one), a
  * tensor its producer refuses (a conj view, a sparse tensor, a NumPy string array) and a tensor that violates
