@@ -56,7 +56,7 @@ class TensorView {
     if (!owned_) detail::check_described(t_, name);  // from_python() checked an owning export already
   }
   /*!
-   * \brief A view of `t`, a description taken earlier (its shape and strides are the caller's; `obj` is only
+   * \private \brief A view of `t`, a description taken earlier (its shape and strides are the caller's; `obj` is only
    * named): refusals.h runs a typed parameter's checks on it to word a refusal after the call. Owns nothing.
    */
   TensorView(detail::described_t, PyObject* obj, const DLTensor& t, bool read_only, const char* name) noexcept
