@@ -275,6 +275,11 @@ def _cell(rounds, provider: str, stmt: str) -> Optional[float]:
     return _med(vals) if vals else None
 
 
+def _shown(provider: str) -> str:
+    """A provider's name as markdown: `__dlpack__` as code (bare, it reads as bold)."""
+    return provider.replace("__dlpack__", "`__dlpack__`")
+
+
 def _fmt(v: Optional[float], digits: int = 0) -> str:
     if v is None or v != v:
         return "-"
@@ -309,7 +314,7 @@ def markdown_torch(data: Dict[str, Any]) -> str:
     lines = [f"### torch {m['torch']}", "",
              "ns per call (median over rounds); ratios are medians of per-round ratios (same round, separate "
              "processes).", "",
-             "| call | " + " | ".join(f"{p} ns" for p in provs) + f" | ours / {SHORT[other]} |",
+             "| call | " + " | ".join(f"{_shown(p)} ns" for p in provs) + f" | ours / {SHORT[other]} |",
              "|---|" + "---:|" * (len(provs) + 1)]
     for stmt in _statements():
         cells = [_fmt(s[p].get(stmt, {}).get("ns")) for p in provs]
@@ -317,7 +322,7 @@ def markdown_torch(data: Dict[str, Any]) -> str:
         r = r if have_native or not r else 1 / r
         lines.append(f"| `{stmt.replace('*', '')}` | " + " | ".join(cells) + f" | {f'{r:.2f}x' if r else '-'} |")
     lines += ["", "ns per tensor, 8 tensors ((nop(8) - nop()) / 8):", "",
-              "| tensors | " + " | ".join(provs) + " |", "|---|" + "---:|" * len(provs)]
+              "| tensors | " + " | ".join(_shown(p) for p in provs) + " |", "|---|" + "---:|" * len(provs)]
     for kind in ("contiguous", "strided"):
         stmt = f"nop(*{kind}[:8])"
         lines.append(f"| {kind} | " + " | ".join(_fmt(s[p].get(stmt, {}).get("per_tensor"), 1) for p in provs) + " |")
@@ -333,7 +338,7 @@ def markdown_torch(data: Dict[str, Any]) -> str:
                 continue
             d1, d8 = s[p][dev1]["ns"], s[p][dev8]["ns"]
             c1, c8 = s[p]["nop(*contiguous[:1])"]["ns"], s[p]["nop(*contiguous[:8])"]["ns"]
-            lines.append(f"| {p} | {_fmt(d1)} | {_fmt(d1 - c1)} | {_fmt(d8)} | {_fmt(d8 - c8)} |")
+            lines.append(f"| {_shown(p)} | {_fmt(d1)} | {_fmt(d1 - c1)} | {_fmt(d8)} | {_fmt(d8 - c8)} |")
     pr = data.get("paired")
     if pr and pr.get("ratio"):
         every = pr["by_order"]["ours on Tensor"] + pr["by_order"]["ours on Parameter"]

@@ -634,7 +634,7 @@ def targets(res: Results) -> List[Target]:
                              case))
     if speedups:
         low = min(speedups)
-        out.append(Target(">= 20x faster than t.__dlpack__() (ours managed export + deleter)", low[0] >= 20,
+        out.append(Target(">= 20x faster than `t.__dlpack__()` (ours managed export + deleter)", low[0] >= 20,
                           f"lowest {low[0]:.0f}x ({low[1]}), median {_med([s for s, _ in speedups]):.0f}x"))
     if OURS in res.e2e and NATIVE in res.e2e:
         r = ratio(res.e2e[OURS]["call"], res.e2e[NATIVE]["call"])
