@@ -19,10 +19,15 @@ int managed_tensor_allocator(DLTensor* prototype, DLManagedTensorVersioned** out
                              void (*set_error)(void*, const char*, const char*)) noexcept;
 int current_work_stream(DLDeviceType device_type, int32_t device_id, void** out_stream) noexcept;
 
-// requires_grad of a torch.Tensor or nn.Parameter exactly (1 or 0) when reading the attribute would give it
-// without Python code; -1 otherwise (a subclass, a torch function mode active, not a tensor): the consumer
-// header's fast path for written parameters (include/torch_dlpack_bridge/autograd.h). Never raises.
+// requires_grad of a torch.Tensor or nn.Parameter exactly (1 or 0), as torch's in-place operations read it;
+// -1 otherwise (a subclass, not a tensor): the consumer header's fast path for written parameters
+// (include/torch_dlpack_bridge/autograd.h). Never raises.
 int requires_grad_or_unknown(PyObject* obj) noexcept;
+
+// Bumps the version counter of a torch.Tensor or nn.Parameter exactly as torch's in-place ops do (0); -1 for
+// anything else (the consumer header's Python fallback). Needs no GIL: a written parameter's commit, made for
+// the chosen overload only (autograd.h). Never raises.
+int bump_version_or_unknown(PyObject* obj) noexcept;
 
 // Owning export of a tensor (throws tdb::Error or c10::Error); shared by the exporter and the allocator.
 DLManagedTensorVersioned* export_owning(const at::Tensor& tensor);

@@ -1,8 +1,7 @@
 // Export: torch tensor -> DLTensor (borrowed) and DLManagedTensorVersioned (owned).
 #include "torch_python.h"
 
-#include <ATen/PythonTorchFunctionTLS.h>
-
+#include <atomic>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -316,12 +315,63 @@ int dltensor_from_py_object_no_sync(void* py_object, DLTensor* out) noexcept {
   return guarded([&] { describe(unpack_tensor(obj), *out); });
 }
 
-// torch's getter of requires_grad hands the read to __torch_function__ exactly when check_has_torch_function
-// says so: a torch function mode is active, or the type is not torch.Tensor/nn.Parameter exactly (those two
-// never have their own). Those cases go to the attribute read; the rest is the getter's own answer.
+// requires_grad as torch's own in-place operations read it (autograd's check_inplace reads the C++ flag; a torch
+// function mode sees the operation, not this read), for torch.Tensor and nn.Parameter exactly; -1 for anything
+// else: a subclass may answer through its own __torch_function__, so the consumer reads its attribute.
 int requires_grad_or_unknown(PyObject* obj) noexcept {
-  if (!is_exact_torch_tensor(obj) || at::impl::torch_function_mode_enabled()) return -1;
+  if (!is_exact_torch_tensor(obj)) return -1;
   return unpack_tensor(obj).requires_grad() ? 1 : 0;
+}
+
+namespace {
+
+// The version counter's std::atomic<uint32_t> inside a VariableVersion, or nullptr (an inference tensor has no
+// counter). VariableVersion is one intrusive_ptr to a private VersionCounter : intrusive_ptr_target holding the
+// atomic just after its base; version_layout_checked() makes sure of it once, on a counter of its own, before
+// the fast bump uses it (else bump_version() does it, with an atomic increment).
+std::atomic<uint32_t>* version_atomic(const c10::VariableVersion& version) noexcept {
+  static_assert(sizeof(c10::VariableVersion) == sizeof(void*), "VariableVersion: one intrusive_ptr");
+  char* counter = *reinterpret_cast<char* const*>(&version);
+  if (counter == nullptr) return nullptr;
+  constexpr size_t at = (sizeof(c10::intrusive_ptr_target) + alignof(std::atomic<uint32_t>) - 1) &
+                        ~(alignof(std::atomic<uint32_t>) - 1);
+  return reinterpret_cast<std::atomic<uint32_t>*>(counter + at);
+}
+bool version_layout_checked() noexcept {
+  static const bool ok = [] {
+    try {
+      c10::VariableVersion version(7);
+      std::atomic<uint32_t>* v = version_atomic(version);
+      if (v == nullptr || v->load() != 7 || version.current_version() != 7) return false;
+      version.set_version(123457);
+      if (v->load() != 123457) return false;
+      v->store(123458);
+      return version.current_version() == 123458;
+    } catch (...) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+}  // namespace
+
+// As torch.autograd.graph.increment_version(obj) for a torch.Tensor or nn.Parameter exactly: an inference tensor
+// has no version counter and is left as it is. The increment is a relaxed load and store, not torch's atomic
+// increment (about 5 ns here, as much as the rest of a written parameter): the counter only has to change, and it
+// does, unless another thread writes the same tensor at the same moment, a race on its data anyway. Subclasses go
+// to the consumer's Python call (-1), so that no Python API is needed here: consumers may call this without the
+// GIL (a call guard that releases it).
+int bump_version_or_unknown(PyObject* obj) noexcept {
+  if (!is_exact_torch_tensor(obj)) return -1;
+  c10::TensorImpl* impl = unpack_tensor(obj).unsafeGetTensorImpl();
+  if (C10_LIKELY(version_layout_checked())) {
+    if (std::atomic<uint32_t>* v = version_atomic(impl->version_counter()))
+      v->store(v->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else if (impl->version_counter().enabled()) {
+    impl->bump_version();  // no counter: nothing to bump, nothing thrown
+  }
+  return 0;
 }
 
 int managed_tensor_from_py_object_no_sync(void* py_object, DLManagedTensorVersioned** out) noexcept {

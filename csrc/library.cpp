@@ -31,6 +31,13 @@ TDB_EXPORT PyObject* tdb_autograd_probe_capsule() {
                        nullptr);
 }
 
+// A new reference to a capsule named TDB_VERSION_BUMP_CAPSULE_NAME holding tdb::bump_version_or_unknown,
+// which the package publishes on torch.Tensor as __tdb_version_bump__ (needs the GIL).
+TDB_EXPORT PyObject* tdb_version_bump_capsule() {
+  return PyCapsule_New(reinterpret_cast<void*>(&tdb::bump_version_or_unknown), TDB_VERSION_BUMP_CAPSULE_NAME,
+                       nullptr);
+}
+
 // The table's address (the DLPack 1.2 int name holds it).
 TDB_EXPORT const DLPackExchangeAPI* tdb_exchange_api() { return &tdb::g_exchange_api; }
 

@@ -283,8 +283,15 @@ PyObject* refuses_write(PyObject*, PyObject* obj) {
   Py_RETURN_NONE;
 }
 
+// commit_write(obj): the bump a written typed parameter makes once its overload is chosen (autograd.h).
+PyObject* commit_write(PyObject*, PyObject* obj) {
+  tdb::find_exchange_api(Py_TYPE(obj));
+  tdb::detail::commit_write(obj);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
-    {"refuses_write", refuses_write, METH_O, nullptr},
+    {"refuses_write", refuses_write, METH_O, nullptr}, {"commit_write", commit_write, METH_O, nullptr},
     {"make_table", make_table, METH_VARARGS, nullptr}, {"api_ptr", api_ptr, METH_VARARGS, nullptr},
     {"is_tensor", is_tensor, METH_O, nullptr},
     {"cached_types", cached_types, METH_NOARGS, nullptr}, {"cache_claims", cache_claims, METH_VARARGS, nullptr}, {"view_info", view_info, METH_VARARGS, nullptr},

@@ -743,7 +743,7 @@ class Logged(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_the_published_probe_reads_requires_grad_as_torchs_getter():
+def test_the_published_probe_reads_requires_grad_as_torchs_in_place_operations():
     import torch_dlpack_bridge  # noqa: F401  (publishes the probe)
 
     read = published_probe()
@@ -757,10 +757,14 @@ def test_the_published_probe_reads_requires_grad_as_torchs_getter():
     class Sub(torch.Tensor):
         pass
 
-    # torch's getter would call __torch_function__ (a subclass's, or a mode's): "unknown", the attribute decides.
+    # A subclass may answer through its own __torch_function__: "unknown", the attribute decides.
     assert read(torch.ones(2).as_subclass(Sub)) == -1
-    with Logged():
-        assert read(torch.ones(2)) == -1
+    # Under a torch function mode, torch's in-place operations read the C++ flag too (the mode sees the operation,
+    # not a read of requires_grad): the probe answers, and the mode sees nothing.
+    plain = torch.ones(2)
+    with Logged() as mode:
+        assert read(plain) == 0 and read(leaf) == 1
+    assert mode.names == []
     assert read(np.ones(2)) == -1 and read(None) == -1
 
 
@@ -788,16 +792,59 @@ def test_a_written_torch_tensor_that_needs_no_python_costs_no_attribute_read(pro
     import torch_dlpack_bridge  # noqa: F401  (publishes the probe)
 
     x = torch.ones(2)
-    with Logged() as mode:  # the probe answers "unknown" under a mode: the attribute read, which the mode sees
+    with Logged() as mode:  # the probe answers under a mode too: no attribute read
         assert probe.refuses_write(x) is None
-    assert "__get__" in mode.names
-    assert probe.refuses_write(x) is None  # no mode: the probe answers; the same answer
+    assert mode.names == []
+    assert probe.refuses_write(x) is None
     leaf = torch.ones(2, requires_grad=True)
     assert probe.refuses_write(leaf).startswith("a leaf Variable that requires grad")
     with torch.no_grad():
-        version = leaf._version
         assert probe.refuses_write(leaf) is None
-        assert leaf._version == version + 1
+    assert leaf._version == 0  # the decision has no effect: the bump is commit_write's, once a kernel is chosen
+
+
+def published_bump(cls=torch.Tensor):
+    """The C function behind cls.__tdb_version_bump__, callable from Python."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    address = get(cls.__tdb_version_bump__, b"torch_dlpack_bridge.version_bump")
+    return ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object)(address)
+
+
+def test_the_published_bump_bumps_as_torchs_increment_version():
+    import torch_dlpack_bridge  # noqa: F401  (publishes the bump)
+
+    bump = published_bump()
+    leaf = torch.ones(2, requires_grad=True)
+    for t in [torch.ones(2), leaf, leaf * 2, leaf.detach(), leaf[1:], torch.nn.Parameter(torch.ones(2))]:
+        before, oracle = t._version, t.detach().clone()
+        torch.autograd.graph.increment_version(oracle)
+        assert bump(t) == 0 and t._version == before + 1 and oracle._version == 1
+    assert leaf._version == 3  # .detach() and the view share leaf's counter
+    with torch.inference_mode():
+        inference = torch.ones(2)
+        assert bump(inference) == 0  # no version counter: nothing to bump, nothing raised
+    assert bump(inference) == 0 and inference.is_inference()
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert bump(torch.ones(2).as_subclass(Sub)) == -1  # the header's Python way
+    assert bump(np.ones(2)) == -1 and bump(None) == -1
+
+
+def test_commit_write_bumps_every_torch_tensor_once_and_nothing_else(probe):
+    import torch_dlpack_bridge  # noqa: F401
+
+    class Sub(torch.Tensor):
+        pass
+
+    for t in [torch.ones(2), torch.ones(2, requires_grad=True), torch.ones(2).as_subclass(Sub)]:
+        probe.commit_write(t)  # the C bump; the subclass through torch.autograd.graph.increment_version
+        assert t._version == 1
+    a = np.ones(2)
+    probe.commit_write(a)  # not a torch tensor: nothing to bump
+    assert a.tolist() == [1.0, 1.0]
 
 
 def test_a_subclass_and_other_producers_take_the_attribute_read(probe):

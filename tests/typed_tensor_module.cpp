@@ -174,6 +174,33 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
     for (int64_t i = 0; i < v.size(0); ++i)
       for (int64_t j = 0; j < v.size(1); ++j) v(i, j) *= a;
   });
+  // ---- version counters (issue 44.2): x written by every overload, which says which one ran; 2 and 3
+  // overloads that each try x before the scalar decides (a str: refused by all)
+  using W = Tensor<float, tdb::device::cpu>;
+  const auto times = [](W& x, double a, const char* overload) {
+    tdb::for_each_offset(x.dl(), [&](int64_t, int64_t off) { x.data()[off] *= static_cast<float>(a); });
+    return std::string(overload);
+  };
+  m.def("bumps1_", [times](W x, double a) { return times(x, a, "double"); });
+  m.def("bumps2_", [times](W x, int64_t a) { return times(x, static_cast<double>(a), "int"); });
+  m.def("bumps2_", [times](W x, double a) { return times(x, a, "double"); });
+  m.def("bumps3_", [times](W x, bool a) { return times(x, a ? 1.0 : 0.0, "bool"); });
+  m.def("bumps3_", [times](W x, int64_t a) { return times(x, static_cast<double>(a), "int"); });
+  m.def("bumps3_", [times](W x, double a) { return times(x, a, "double"); });
+  m.def("bumps_optional_", [times](std::optional<W> x, int64_t a) {
+    return x ? times(*x, static_cast<double>(a), "int") : std::string("none");
+  });
+  m.def("bumps_optional_", [times](std::optional<W> x, double a) { return x ? times(*x, a, "double") : "none"; });
+  m.def("bumps_vector_", [times](std::vector<W> xs, int64_t a) {
+    for (W& x : xs) times(x, static_cast<double>(a), "int");
+    return std::string("int");
+  });
+  m.def("bumps_vector_", [times](std::vector<W> xs, double a) {
+    for (W& x : xs) times(x, a, "double");
+    return std::string("double");
+  });
+  m.def("bumps_nogil_", [times](W x, double a) { return times(x, a, "double"); },
+        py::call_guard<py::gil_scoped_release>());
 #if !defined(TDB_USE_NANOBIND)
   m.attr("raw_scale_") = py::reinterpret_steal<py::object>(PyCFunction_New(&kRawScale, nullptr));
 #endif

@@ -23,6 +23,10 @@ INT_ATTR = "__c_dlpack_exchange_api__"
 PROBE_ATTR = "__tdb_autograd_probe__"
 """This project's own (not DLPack): a PyCapsule named ``"torch_dlpack_bridge.autograd_probe"`` holding the C
 function with which the consumer headers read ``requires_grad`` of a torch.Tensor in a few ns (autograd.h)."""
+BUMP_ATTR = "__tdb_version_bump__"
+"""This project's own (not DLPack): a PyCapsule named ``"torch_dlpack_bridge.version_bump"`` holding the C
+function with which the consumer headers bump a written torch.Tensor's version counter in a few ns, as
+``torch.autograd.graph.increment_version`` does (autograd.h)."""
 PREFER_ENV = "TORCH_DLPACK_BRIDGE_PREFER"
 """Environment variable read by the import-time :func:`install`: ``bridge`` (default) or ``torch``."""
 HOOK_MODULE = "_torch_dlpack_bridge_autoload"
@@ -58,6 +62,7 @@ def publish_at_import(explicit: bool, retry_failed: bool = False) -> None:
         library.tdb_exchange_api_capsule.restype = ctypes.py_object
         library.tdb_exchange_api.restype = ctypes.c_void_p
         library.tdb_autograd_probe_capsule.restype = ctypes.py_object
+        library.tdb_version_bump_capsule.restype = ctypes.py_object
         _ADDRESS = library.tdb_exchange_api()
         _library, _library_info = library, info
         install()
@@ -148,20 +153,23 @@ def install(prefer: Optional[str] = None) -> None:
         capsule = native
         legacy = _saved[INT_ATTR]
         address = legacy if isinstance(legacy, int) else _address_of(native)
-    # Before the table: a consumer caches the probe with the table it finds, once per type. Whichever table
-    # is preferred, the probe is this library's (it reads torch's tensors, not a table).
+    # Before the table: a consumer caches the probe and the bump with the table it finds, once per type.
+    # Whichever table is preferred, they are this library's (they read torch's tensors, not a table).
     setattr(torch.Tensor, PROBE_ATTR, _library.tdb_autograd_probe_capsule())
+    setattr(torch.Tensor, BUMP_ATTR, _library.tdb_version_bump_capsule())
     setattr(torch.Tensor, CAPSULE_ATTR, capsule)
     setattr(torch.Tensor, INT_ATTR, address)
 
 
 def uninstall() -> None:
-    """Put back what ``torch.Tensor`` had under both names before :func:`install`, and remove ``__tdb_autograd_probe__``."""
+    """Put back what ``torch.Tensor`` had under both names before :func:`install`, and remove
+    ``__tdb_autograd_probe__`` and ``__tdb_version_bump__``."""
     global _saved
     if _saved is None:
         return
-    if PROBE_ATTR in torch.Tensor.__dict__:
-        delattr(torch.Tensor, PROBE_ATTR)
+    for name in (PROBE_ATTR, BUMP_ATTR):
+        if name in torch.Tensor.__dict__:
+            delattr(torch.Tensor, name)
     for name, value in _saved.items():
         if value is _MISSING:
             if name in torch.Tensor.__dict__:

@@ -4,7 +4,8 @@
 // arguments.
 // Each reads every data pointer.
 // Issue 26, 8 tensors each required to be float32, 1-D, row-major contiguous, on the CPU and writable:
-// typed8(a..h) declares it (tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>), checked8(a..h)
+// typed8(a..h) declares it (tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>; ro8(a..h) the same
+// read-only, const float), checked8(a..h)
 // takes tdb::TensorView and checks by hand with tdb::check_*, ndc8(a..h) declares it with
 // nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>.
 #include <nanobind/ndarray.h>
@@ -24,6 +25,9 @@ uintptr_t addr(const Typed& t) { return reinterpret_cast<uintptr_t>(t.data()); }
 // Issue 29: a written parameter of any strides pays the overlap check (no stride 0 on a dimension of size > 1).
 using Strided = tdb::Tensor<float, tdb::ndim<1>, tdb::device::cpu>;
 uintptr_t addr(const Strided& t) { return reinterpret_cast<uintptr_t>(t.data()); }
+// Issue 44: the same parameter read-only (const float: no writability, overlap or autograd check, no bump).
+using ReadOnly = tdb::Tensor<const float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>;
+uintptr_t addr(const ReadOnly& t) { return reinterpret_cast<uintptr_t>(t.data()); }
 using Nd = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 uintptr_t addr(const Nd& a) { return reinterpret_cast<uintptr_t>(a.data()); }
 uintptr_t checked(tdb::TensorView& v) {
@@ -76,6 +80,10 @@ NB_MODULE(bench_nanobind, m) {
   });
   using S = const Strided&;
   m.def("strided8", [](S a, S b, S c, S d, S e, S f, S g, S h) {
+    g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
+  });
+  using R = const ReadOnly&;
+  m.def("ro8", [](R a, R b, R c, R d, R e, R f, R g, R h) {
     g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
   });
   using W = tdb::TensorView&;

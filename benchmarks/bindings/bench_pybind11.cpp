@@ -1,7 +1,8 @@
 // bench_pybind11: the pybind11 caster of torch_dlpack_bridge/pybind11.h, for benchmarks/bindings.py.
 // f0(), f1(x), f3(x, y, z), f8(a..h): take tdb::TensorView arguments and read each data pointer.
 // Issue 26, 8 tensors each required to be float32, 1-D, row-major contiguous, on the CPU and writable:
-// typed8(a..h) declares it (tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>), checked8(a..h)
+// typed8(a..h) declares it (tdb::Tensor<float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>; ro8(a..h) the same
+// read-only, const float), checked8(a..h)
 // takes tdb::TensorView and checks by hand with tdb::check_*. new1(x): a new tensor like x (tdb::OwnedTensor).
 #include <cstdint>
 
@@ -15,6 +16,9 @@ uintptr_t addr(const Typed& t) { return reinterpret_cast<uintptr_t>(t.data()); }
 // Issue 29: a written parameter of any strides pays the overlap check (no stride 0 on a dimension of size > 1).
 using Strided = tdb::Tensor<float, tdb::ndim<1>, tdb::device::cpu>;
 uintptr_t addr(const Strided& t) { return reinterpret_cast<uintptr_t>(t.data()); }
+// Issue 44: the same parameter read-only (const float: no writability, overlap or autograd check, no bump).
+using ReadOnly = tdb::Tensor<const float, tdb::ndim<1>, tdb::c_contig, tdb::device::cpu>;
+uintptr_t addr(const ReadOnly& t) { return reinterpret_cast<uintptr_t>(t.data()); }
 uintptr_t checked(tdb::TensorView& v) {
   tdb::check_dtype(v, tdb::kFloat32);
   tdb::check_ndim(v, 1);
@@ -46,6 +50,10 @@ PYBIND11_MODULE(bench_pybind11, m) {
   });
   using S = const Strided&;
   m.def("strided8", [](S a, S b, S c, S d, S e, S f, S g, S h) {
+    g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
+  });
+  using R = const ReadOnly&;
+  m.def("ro8", [](R a, R b, R c, R d, R e, R f, R g, R h) {
     g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
   });
   using W = tdb::TensorView&;

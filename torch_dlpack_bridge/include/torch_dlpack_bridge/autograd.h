@@ -5,33 +5,33 @@
  *        autograd. Used by tdb::Tensor for every parameter with a non-const element type (tensor.h).
  *
  * torch's rules, and what a written parameter does:
- *  - a tensor that does not require grad: written, as by torch (its version counter is not bumped, see below);
- *  - in grad mode, a tensor that requires grad: refused. A leaf as torch refuses it
- *    ("a leaf Variable that requires grad is being used in an in-place operation"); any other because torch
- *    records its own in-place op in the graph and a kernel's write it cannot record: the gradient would be that
- *    of the values before;
- *  - under torch.no_grad() or torch.inference_mode() (an optimizer's step), a tensor that requires grad: written,
- *    and its version counter bumped as torch's in-place ops bump it (torch.autograd.graph.increment_version), so
- *    a backward that saved the old values raises "modified by an inplace operation" instead of using new ones
- *    (when the argument is taken, before the kernel runs; an overloaded function's two passes may bump it twice,
- *    which torch's documentation of increment_version calls harmless);
+ *  - a tensor that does not require grad: written;
+ *  - in grad mode, a tensor that requires grad: refused. A leaf as torch refuses it ("a leaf Variable that
+ *    requires grad is being used in an in-place operation"); any other because torch records its own in-place
+ *    op in the graph and a kernel's write it cannot record: the gradient would be that of the values before;
+ *  - under torch.no_grad() or torch.inference_mode() (an optimizer's step), a tensor that requires grad: written;
  *  - an inference tensor: written. torch refuses its own in-place ops on one outside inference mode, but it has
  *    no version counter and torch refuses to save it for backward, so no gradient can depend on its values.
  *
- * Not seen: a tensor that does not require grad but was saved for backward by an op on another one that does
- * (`x` in `x * w`, `w.requires_grad`). Telling it apart would cost a version bump on every written tensor of
- * every call (a Python call, about 0.2 us); a kernel that writes such a tensor calls
- * `torch.autograd.graph.increment_version(x)` after it, or is registered as a custom op (torch.library,
- * mutates_args), which does it.
+ * Every written tensor's version counter is bumped once, as torch's in-place operations bump it
+ * (torch.autograd.graph.increment_version), whether or not it requires grad: `.detach()` and views share the
+ * counter, so a backward that saved `w` raises "modified by an inplace operation" after a kernel wrote
+ * `w.detach()`, as after `w.detach().mul_(5)`. Two steps, so that a refused call changes nothing:
+ *  - the decision (autograd_refuses_write) while the binding library tries overloads: it has no effect;
+ *  - the bump (commit_write) once the kernel is chosen: a caster's conversion to the argument, which pybind11
+ *    and nanobind make for the chosen overload only, right before the body (pybind11.h, nanobind.h; a
+ *    std::optional or std::vector of written tensors bumps each element when the container is converted); or
+ *    tdb::Tensor's checking constructor, which a kernel calls in its body (the raw CPython flavour).
  *
  * Cost, per written parameter: for a torch.Tensor or nn.Parameter, a few ns: torch_dlpack_bridge publishes
- * on torch.Tensor a C function (TDB_AUTOGRAD_PROBE_ATTR, dlpack.h) that reads requires_grad as torch's own
- * getter does, found once per type with the exchange table and cached with it (table.h). Where it answers
- * "unknown" (a subclass, or a torch function mode active: torch would call __torch_function__ for the
- * attribute) or the type has none (the package not imported before the type's first use, NumPy arrays and
- * other producers): one attribute read (`requires_grad`, no exception when there is none), about 40 ns for a
- * torch.Tensor, microseconds for a subclass with its own __torch_function__. The rest runs only for tensors
- * that require grad.
+ * on torch.Tensor two C functions (TDB_AUTOGRAD_PROBE_ATTR reads requires_grad as torch's in-place operations
+ * read it, the C++ flag; TDB_VERSION_BUMP_ATTR bumps the counter, no GIL needed), found with the exchange table,
+ * in the same per-type cache lookup as the view's table (table.h). Where the probe answers "unknown" (a
+ * subclass: it may answer through its own __torch_function__) or the type has none (the package not imported
+ * before the type's first use, NumPy arrays and other producers): one attribute read (`requires_grad`, no
+ * exception when there is none), about 40 ns for a torch.Tensor, microseconds for a subclass with its own
+ * __torch_function__; and the bump is torch.autograd.graph.increment_version called from C (taking the GIL if
+ * a call guard released it), for torch tensors only. The rest runs only for tensors that require grad.
  */
 #ifndef TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
 #define TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
@@ -58,6 +58,12 @@ TDB_MODULE_LOCAL inline PyObject* requires_grad_name() noexcept {
   return name;
 }
 
+/*! \brief "torch", interned once per extension module (nullptr if that failed: out of memory). */
+TDB_MODULE_LOCAL inline PyObject* torch_name() noexcept {
+  static PyObject* const name = PyUnicode_InternFromString("torch");
+  return name;
+}
+
 /*! \brief getattr(obj, name) into *result (a new reference), 0 and no exception when there is none; -1 on error. */
 inline int optional_attr(PyObject* obj, PyObject* name, PyObject** result) noexcept {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -76,17 +82,11 @@ TDB_NOINLINE inline const char* write_requiring_grad(PyObject* obj) noexcept {
   PyObject* tensor_type = torch ? PyObject_GetAttrString(torch, "Tensor") : nullptr;
   const int is_torch = !torch ? 0 : tensor_type ? PyObject_IsInstance(obj, tensor_type) : -1;
   PyObject* grad_mode = is_torch == 1 ? PyObject_CallMethod(torch, "is_grad_enabled", nullptr) : nullptr;
-  const char* why = is_torch == 0 ? nullptr : kAutogradUnanswered;
+  const char* why = is_torch == 0 || grad_mode == Py_False ? nullptr : kAutogradUnanswered;  // no_grad: written
   if (grad_mode == Py_True) {
     PyObject* leaf = PyObject_GetAttrString(obj, "is_leaf");
     why = leaf == Py_True ? kWrittenLeafRequiresGrad : leaf ? kWrittenTensorRequiresGrad : kAutogradUnanswered;
     Py_XDECREF(leaf);
-  } else if (grad_mode == Py_False) {  // no_grad: written, and seen by any backward that saved it
-    PyObject* graph = PyImport_ImportModule("torch.autograd.graph");
-    PyObject* done = graph ? PyObject_CallMethod(graph, "increment_version", "O", obj) : nullptr;
-    why = done ? nullptr : kAutogradUnanswered;
-    Py_XDECREF(done);
-    Py_XDECREF(graph);
   }
   Py_XDECREF(grad_mode);
   Py_XDECREF(tensor_type);
@@ -96,16 +96,17 @@ TDB_NOINLINE inline const char* write_requiring_grad(PyObject* obj) noexcept {
 }
 
 /*!
- * \brief nullptr when a kernel may write `obj` (borrowed), after bumping its version counter where torch's
- * autograd tracks it; else why not (one of the messages above). Never throws, leaves no Python exception set.
- * A tensor that does not require grad costs a call of its type's probe (see the file comment), or one
- * attribute read.
+ * \brief nullptr when a kernel may write `obj` (borrowed), else why not (one of the messages above). Has no
+ * effect (the bump is commit_write's), never throws, leaves no Python exception set. A tensor that does not
+ * require grad costs a call of its type's probe (see the file comment), or one attribute read. `known`: the
+ * type's functions, when the caller looked its table up (else they are looked up here).
  */
-inline const char* autograd_refuses_write(PyObject* obj) noexcept {
-  AutogradProbe probe = nullptr;
-  cached_table(table_cache(), Py_TYPE(obj), &probe);  // the view was just taken: its type's table is cached
-  if (probe) {
-    const int requires_grad = probe(obj);
+inline const char* autograd_refuses_write(PyObject* obj, const AutogradFunctions* known = nullptr) noexcept {
+  AutogradFunctions f;
+  if (known) f = *known;
+  else cached_table(table_cache(), Py_TYPE(obj), &f);  // the view was just taken: its type's table is cached
+  if (f.probe) {
+    const int requires_grad = f.probe(obj);
     if (requires_grad >= 0) return requires_grad ? write_requiring_grad(obj) : nullptr;
   }
   PyObject* name = requires_grad_name();
@@ -117,6 +118,48 @@ inline const char* autograd_refuses_write(PyObject* obj) noexcept {
   const bool requires_grad = flag == Py_True;
   Py_XDECREF(flag);
   return requires_grad ? write_requiring_grad(obj) : nullptr;
+}
+
+/*!
+ * \brief commit_write() where the type has no C bump (a torch.Tensor subclass, torch's own table without this
+ * package, other producers): torch.autograd.graph.increment_version(obj) if obj is a torch.Tensor (torch
+ * already imported; a real subtype check, no Python code of obj's), nothing otherwise. Takes the GIL if the
+ * caller does not hold it (a call guard released it); keeps any exception already set; a failure is not
+ * reported (the kernel is chosen), but a KeyboardInterrupt raised meanwhile is raised again at the next check.
+ */
+TDB_NOINLINE inline void bump_version_in_python(PyObject* obj) noexcept {
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyObject* name = torch_name();
+  PyObject* torch = name ? PyImport_GetModule(name) : nullptr;  // not imported: obj is no torch.Tensor
+  PyObject* tensor_type = torch ? PyObject_GetAttrString(torch, "Tensor") : nullptr;
+  if (tensor_type && PyType_Check(tensor_type) &&
+      PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(tensor_type))) {
+    PyObject* graph = PyImport_ImportModule("torch.autograd.graph");
+    PyObject* done = graph ? PyObject_CallMethod(graph, "increment_version", "O", obj) : nullptr;
+    Py_XDECREF(done);
+    Py_XDECREF(graph);
+  }
+  Py_XDECREF(tensor_type);
+  Py_XDECREF(torch);
+  if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) PyErr_SetInterrupt();
+  PyErr_Clear();
+  PyErr_Restore(type, value, traceback);
+  PyGILState_Release(gil);
+}
+
+/*!
+ * \brief Bumps the version counter of a written tensor `obj` (borrowed, alive), once per accepted write (see
+ * the file comment): its type's C bump, a few ns and no GIL needed, else bump_version_in_python(). Never throws.
+ * `known`: as for autograd_refuses_write().
+ */
+inline void commit_write(PyObject* obj, const AutogradFunctions* known = nullptr) noexcept {
+  AutogradFunctions f;
+  if (known) f = *known;
+  else cached_table(table_cache(), Py_TYPE(obj), &f);
+  if (f.bump && f.bump(obj) == 0) return;
+  bump_version_in_python(obj);
 }
 
 }  // namespace detail

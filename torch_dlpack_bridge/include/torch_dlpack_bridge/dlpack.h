@@ -241,6 +241,14 @@ typedef struct DLPackExchangeAPI {
 #define TDB_AUTOGRAD_PROBE_ATTR "__tdb_autograd_probe__"
 /*! \brief The name of the PyCapsule held by TDB_AUTOGRAD_PROBE_ATTR. */
 #define TDB_AUTOGRAD_PROBE_CAPSULE_NAME "torch_dlpack_bridge.autograd_probe"
+/*!
+ * \brief This project's addition on torch.Tensor (not DLPack): the attribute holding a PyCapsule of
+ * `int (*)(PyObject*)`, which bumps a tensor's version counter as torch's in-place operations do (0), or returns
+ * -1 where it cannot without Python (autograd.h: a written parameter's commit).
+ */
+#define TDB_VERSION_BUMP_ATTR "__tdb_version_bump__"
+/*! \brief The name of the PyCapsule held by TDB_VERSION_BUMP_ATTR. */
+#define TDB_VERSION_BUMP_CAPSULE_NAME "torch_dlpack_bridge.version_bump"
 
 #if defined(__cplusplus) && __cplusplus >= 201103L
 static_assert(sizeof(DLDevice) == 8, "DLDevice layout");

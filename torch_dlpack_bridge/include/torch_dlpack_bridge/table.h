@@ -77,25 +77,35 @@ inline const DLPackExchangeAPI* read_table(PyTypeObject* type, std::string* why)
 }
 
 /*!
- * \brief A type's TDB_AUTOGRAD_PROBE_ATTR function (dlpack.h; autograd.h calls it), nullptr when it has none
- * usable. Read with the table and cached with it: one lookup per type.
+ * \brief A type's TDB_AUTOGRAD_PROBE_ATTR or TDB_VERSION_BUMP_ATTR function (dlpack.h; autograd.h calls them),
+ * nullptr when it has none usable. Read with the table and cached with it: one lookup per type.
  */
 using AutogradProbe = int (*)(PyObject*);
-inline AutogradProbe read_autograd_probe(PyTypeObject* type) noexcept {
-  PyObject* attr = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), TDB_AUTOGRAD_PROBE_ATTR);
-  void* p = attr && PyCapsule_IsValid(attr, TDB_AUTOGRAD_PROBE_CAPSULE_NAME)
-                ? PyCapsule_GetPointer(attr, TDB_AUTOGRAD_PROBE_CAPSULE_NAME)
-                : nullptr;
+inline AutogradProbe read_autograd_function(PyTypeObject* type, const char* attr_name,
+                                            const char* capsule_name) noexcept {
+  PyObject* attr = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), attr_name);
+  void* p = attr && PyCapsule_IsValid(attr, capsule_name) ? PyCapsule_GetPointer(attr, capsule_name) : nullptr;
   Py_XDECREF(attr);
-  PyErr_Clear();  // absent: the generic attribute read
+  PyErr_Clear();  // absent: the generic Python path
   return reinterpret_cast<AutogradProbe>(p);
+}
+/*! \brief The two functions autograd.h uses for a written parameter of this type (each may be nullptr). */
+struct AutogradFunctions {
+  AutogradProbe probe = nullptr;  // requires_grad: 1, 0, or -1 (unknown)
+  AutogradProbe bump = nullptr;   // the version counter bumped (0), or -1 (unknown)
+};
+inline AutogradFunctions read_autograd_functions(PyTypeObject* type) noexcept {
+  AutogradFunctions f;
+  f.probe = read_autograd_function(type, TDB_AUTOGRAD_PROBE_ATTR, TDB_AUTOGRAD_PROBE_CAPSULE_NAME);
+  f.bump = read_autograd_function(type, TDB_VERSION_BUMP_ATTR, TDB_VERSION_BUMP_CAPSULE_NAME);
+  return f;
 }
 
 /*!
- * \brief Per-type cache of tables (each with the type's autograd probe), each entry written once and kept for
- * the life of the process (the type by a strong reference), so readers need no lock, with or without a GIL: an
- * entry's table and probe are stored before its type is published (release), and a reader that sees the type
- * (acquire) sees them.
+ * \brief Per-type cache of tables (each with the type's autograd functions), each entry written once and kept
+ * for the life of the process (the type by a strong reference), so readers need no lock, with or without a GIL:
+ * an entry's table and functions are stored before its type is published (release), and a reader that sees the
+ * type (acquire) sees them.
  * Two levels: kFast slots filled in order and scanned linearly (an extension meets one or two tensor types:
  * the first compare hits), then kOverflow slots of an open-addressing table keyed by the type's address, for
  * programs with many tensor subclasses, where a type goes at most kProbes slots from its home. Types that
@@ -109,11 +119,11 @@ struct TableCache {
   struct Entry {
     PyTypeObject* type;
     const DLPackExchangeAPI* api;
-    AutogradProbe probe;
+    AutogradFunctions autograd;
   };
   std::atomic<PyTypeObject*> types[kFast] = {};
   const DLPackExchangeAPI* apis[kFast] = {};
-  AutogradProbe probes[kFast] = {};
+  AutogradFunctions autograd[kFast] = {};
   std::atomic<int> used{0};  // fast slots claimed, at most kFast
   std::atomic<const Entry*> overflow[kOverflow] = {};  // entries are never freed: readers hold no lock
 };
@@ -128,13 +138,16 @@ inline size_t overflow_home(PyTypeObject* type) noexcept {
   return static_cast<size_t>(h >> 40) & (TableCache::kOverflow - 1);
 }
 
-/*! \brief The cached table of `type` (and its probe in `*probe`, if given), or nullptr (and *probe unchanged). */
+/*!
+ * \brief The cached table of `type` (and its autograd functions in `*autograd`, if given), or nullptr (and
+ * *autograd unchanged).
+ */
 inline const DLPackExchangeAPI* cached_table(TableCache& c, PyTypeObject* type,
-                                             AutogradProbe* probe = nullptr) noexcept {
+                                             AutogradFunctions* autograd = nullptr) noexcept {
   for (int i = 0; i < TableCache::kFast; ++i) {
     PyTypeObject* cached = c.types[i].load(std::memory_order_acquire);
     if (cached == type) {
-      if (probe) *probe = c.probes[i];
+      if (autograd) *autograd = c.autograd[i];
       return c.apis[i];
     }
     if (cached == nullptr) return nullptr;  // slots fill in order; a slot claimed but not yet published reads null
@@ -143,7 +156,7 @@ inline const DLPackExchangeAPI* cached_table(TableCache& c, PyTypeObject* type,
     const TableCache::Entry* e = c.overflow[i].load(std::memory_order_acquire);
     if (e == nullptr) return nullptr;
     if (e->type == type) {
-      if (probe) *probe = e->probe;
+      if (autograd) *autograd = e->autograd;
       return e->api;
     }
     i = (i + 1) & (TableCache::kOverflow - 1);
@@ -156,14 +169,14 @@ inline const DLPackExchangeAPI* cached_table(TableCache& c, PyTypeObject* type,
  * Two threads racing here may both cache the same type in the fast level, which only costs a slot.
  */
 inline void cache_table(TableCache& c, PyTypeObject* type, const DLPackExchangeAPI* api,
-                        AutogradProbe probe) noexcept {
+                        AutogradFunctions autograd) noexcept {
   int slot = c.used.load(std::memory_order_relaxed);
   while (slot < TableCache::kFast && !c.used.compare_exchange_weak(slot, slot + 1, std::memory_order_relaxed)) {
   }
   if (slot < TableCache::kFast) {
     Py_INCREF(type);
     c.apis[slot] = api;
-    c.probes[slot] = probe;
+    c.autograd[slot] = autograd;
     c.types[slot].store(type, std::memory_order_release);
     return;
   }
@@ -171,7 +184,7 @@ inline void cache_table(TableCache& c, PyTypeObject* type, const DLPackExchangeA
   for (size_t i = overflow_home(type), probes = 0; probes < TableCache::kProbes; ++probes) {
     const TableCache::Entry* seen = c.overflow[i].load(std::memory_order_acquire);
     if (seen == nullptr) {
-      if (mine == nullptr && (mine = new (std::nothrow) TableCache::Entry{type, api, probe}) == nullptr) return;
+      if (mine == nullptr && (mine = new (std::nothrow) TableCache::Entry{type, api, autograd}) == nullptr) return;
       if (c.overflow[i].compare_exchange_strong(seen, mine, std::memory_order_acq_rel)) {
         Py_INCREF(type);
         return;
@@ -207,18 +220,31 @@ void run_once(OnceRegistration& registration, F&& f) {
  * or nullptr with no Python exception set when the type publishes none usable; `why` (optional) says
  * why. Successful lookups are cached per type, so a table must be published before first use.
  */
-inline const DLPackExchangeAPI* find_exchange_api(PyTypeObject* type, std::string* why = nullptr) {
-  detail::TableCache& c = detail::table_cache();
-  if (const DLPackExchangeAPI* cached = detail::cached_table(c, type)) return cached;
+inline const DLPackExchangeAPI* find_exchange_api(PyTypeObject* type, std::string* why = nullptr);
+
+namespace detail {
+/*!
+ * \brief find_exchange_api(), also giving the type's autograd functions in `*autograd` (if given; left as they
+ * are when there is no table): a typed caster's written parameter takes them from the same lookup (autograd.h).
+ */
+inline const DLPackExchangeAPI* find_table(PyTypeObject* type, std::string* why, AutogradFunctions* autograd) {
+  TableCache& c = table_cache();
+  if (const DLPackExchangeAPI* cached = cached_table(c, type, autograd)) return cached;
   std::string reason;
-  const DLPackExchangeAPI* api = detail::read_table(type, &reason);
+  const DLPackExchangeAPI* api = read_table(type, &reason);
   if (!api) {
     if (why) *why = reason;
     return nullptr;
   }
-  if (detail::cached_table(c, type) == nullptr)  // unless a thread just did
-    detail::cache_table(c, type, api, detail::read_autograd_probe(type));
+  const AutogradFunctions functions = read_autograd_functions(type);
+  if (autograd) *autograd = functions;
+  if (cached_table(c, type) == nullptr) cache_table(c, type, api, functions);  // unless a thread just did
   return api;
+}
+}  // namespace detail
+
+inline const DLPackExchangeAPI* find_exchange_api(PyTypeObject* type, std::string* why) {
+  return detail::find_table(type, why, nullptr);
 }
 
 /*!
@@ -248,13 +274,15 @@ inline bool has_dlpack_method(PyObject* obj) noexcept {
 
 /*!
  * \brief is_dlpack_tensor(obj) (below), also giving type(obj)'s table in `*api` (nullptr when only
- * `__dlpack__` makes it a tensor), so that a type caster looks the table up once for the question and the view.
+ * `__dlpack__` makes it a tensor) and its autograd functions in `*autograd` (if given), so that a type caster
+ * looks the table up once for the question, the view and a written parameter's autograd.
  */
-inline bool dlpack_tensor_table(PyObject* obj, const DLPackExchangeAPI** api) noexcept {
+inline bool dlpack_tensor_table(PyObject* obj, const DLPackExchangeAPI** api,
+                                AutogradFunctions* autograd = nullptr) noexcept {
   *api = nullptr;
   if (PyType_Check(obj)) return false;  // one flag test; the metatype of a class publishes nothing anyway
   try {
-    if ((*api = find_exchange_api(Py_TYPE(obj)))) return true;
+    if ((*api = find_table(Py_TYPE(obj), nullptr, autograd))) return true;
   } catch (...) {  // std::bad_alloc building a message: fall through to the cheaper question
   }
   return has_dlpack_method(obj);

@@ -54,16 +54,19 @@
  * write each element twice), as torch's in-place operations do; other overlapping strides are not detected.
  * Read-only parameters take expanded tensors; a size-1 dimension may have any stride. And a non-const parameter
  * follows torch's autograd as its in-place operations do (autograd.h): in grad mode it refuses a tensor that
- * requires grad (RuntimeError where tdb raises it, as torch does), under torch.no_grad() it takes it and bumps
- * its version counter. That costs one attribute read per written parameter.
+ * requires grad (RuntimeError where tdb raises it, as torch does), under torch.no_grad() it takes it; and every
+ * tensor it takes gets its version counter bumped once, when the kernel is chosen (commit()), whether or not it
+ * requires grad. That costs two C calls per written torch.Tensor (a few ns).
  */
 #ifndef TORCH_DLPACK_BRIDGE_TENSOR_H_
 #define TORCH_DLPACK_BRIDGE_TENSOR_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "torch_dlpack_bridge/accessors.h"
 #include "torch_dlpack_bridge/annotations.h"
@@ -170,14 +173,25 @@ class Tensor : public TensorView {
    */
   TDB_ALWAYS_INLINE explicit Tensor(PyObject* obj, const char* name = Spec::kName) : TensorView(obj, name) {
     check(*this);
+    commit();
   }
   /*! \brief As above with type(obj)'s table already looked up (nullptr: through `obj.__dlpack__()`). */
   TDB_ALWAYS_INLINE Tensor(PyObject* obj, const DLPackExchangeAPI* api, const char* name) : TensorView(obj, api, name) {
     check(*this);
+    commit();
   }
-  /*! \brief Adopts a view and checks the constraints against it (throws tdb::Error naming the view). */
-  explicit Tensor(TensorView&& view) : TensorView(std::move(view)) { check(*this); }
-  /*! \private \brief For the binding casters: takes `obj` without checking; they call satisfied_by() / check(). */
+  /*!
+   * \brief Adopts a view and checks the constraints against it (throws tdb::Error naming the view). These three
+   * constructors are a kernel's own: a written tensor's version counter is bumped here (see commit()).
+   */
+  explicit Tensor(TensorView&& view) : TensorView(std::move(view)) {
+    check(*this);
+    commit();
+  }
+  /*!
+   * \private \brief For the binding casters: takes `obj` without checking; they call satisfied_by() while the
+   * binding library tries overloads, and commit() once theirs is chosen.
+   */
   TDB_ALWAYS_INLINE Tensor(detail::unchecked_t, PyObject* obj, const DLPackExchangeAPI* api, const char* name)
       : TensorView(obj, api, name) {}
   /*! \brief Moves the view (and any owning export it holds), as TensorView does. */
@@ -186,7 +200,10 @@ class Tensor : public TensorView {
   Tensor& operator=(Tensor&&) noexcept = default;
 
   /*! \brief True when `v` satisfies every constraint: one compare per constraint, never throws. */
-  static TDB_ALWAYS_INLINE bool satisfied_by(const TensorView& v) noexcept {
+  static TDB_ALWAYS_INLINE bool satisfied_by(const TensorView& v) noexcept { return satisfied_by(v, nullptr); }
+  /*! \private \brief As above, with the autograd functions of the view's type when the caller has them. */
+  static TDB_ALWAYS_INLINE bool satisfied_by(const TensorView& v, const detail::AutogradFunctions* autograd) noexcept {
+    (void)autograd;  // (a read-only parameter asks autograd nothing)
     const DLTensor& t = v.dl();
     if constexpr (Spec::kHasDtype) {
       if (detail::dtype_key(t.dtype) != detail::spec_dtype<Spec>::key) return false;
@@ -210,10 +227,23 @@ class Tensor : public TensorView {
       if constexpr (!CContig && !FContig) {
         if (detail::expanded(Rank >= 0 ? Rank : t.ndim, t.shape, t.strides)) return false;
       }
-      // Last, as it has an effect: a tensor that autograd lets the kernel write gets its version bumped.
-      if (detail::autograd_refuses_write(v.object())) return false;
+      // Last, as it may call Python code (a subclass's requires_grad). No effect: the bump is commit()'s.
+      if (detail::autograd_refuses_write(v.object(), autograd)) return false;
     }
     return true;
+  }
+  /*!
+   * \brief For a written parameter (non-const element type), bumps the tensor's version counter once, as torch's
+   * in-place operations do (autograd.h); nothing for a read-only one. Call it once the kernel that writes the
+   * tensor is chosen: the checking constructors do, and the binding casters when they convert the argument for
+   * the chosen overload, so that a refused call, or an overload that tried the tensor and was not chosen, leaves
+   * the counter as it was. Never throws.
+   */
+  TDB_ALWAYS_INLINE void commit() const noexcept { commit(nullptr); }
+  /*! \private \brief As above, with the autograd functions of the tensor's type when the caller has them. */
+  TDB_ALWAYS_INLINE void commit(const detail::AutogradFunctions* autograd) const noexcept {
+    if constexpr (!ReadOnly) detail::commit_write(object(), autograd);
+    else (void)autograd;
   }
   /*! \brief Throws tdb::Error for the first constraint `v` violates (named with v.name()); returns otherwise. */
   static TDB_ALWAYS_INLINE void check(const TensorView& v) {
@@ -311,6 +341,41 @@ class Tensor : public TensorView {
     throw Error(PyExc_RuntimeError, detail::arg(name) + "violates " + describe());  // not reached
   }
 };
+
+namespace detail {
+
+/*!
+ * \brief A tdb::Tensor as a binding library's own std::optional or std::vector caster holds it while it tries
+ * overloads: the same tensor under a type whose caster does not commit (those casters convert each element as
+ * they load it, before the overload is chosen). The binding headers' container casters convert these into
+ * tdb::Tensor and commit() each one when the container is converted for the chosen overload (pybind11.h,
+ * nanobind.h).
+ */
+template <class V>
+struct Uncommitted : V {
+  using V::V;
+};
+
+/*! \brief The chosen overload's container: each element moved out of `from` and committed (see Uncommitted). */
+template <class V>
+std::vector<V> committed(std::vector<Uncommitted<V>>&& from) {
+  std::vector<V> out;
+  out.reserve(from.size());
+  for (Uncommitted<V>& element : from) {
+    element.commit();
+    out.push_back(std::move(element));
+  }
+  return out;
+}
+/*! \brief As above for a std::optional. */
+template <class V>
+std::optional<V> committed(std::optional<Uncommitted<V>>&& from) {
+  if (!from) return std::nullopt;
+  from->commit();
+  return std::optional<V>(std::move(*from));
+}
+
+}  // namespace detail
 
 }  // namespace tdb
 
