@@ -504,6 +504,18 @@ def test_after_a_failed_build_command_import_torch_says_one_line_once_and_keeps_
     assert lines[0].endswith("`python -m torch_dlpack_bridge build` tries again."), lines
 
 
+def notices_of_import_torch(uncovered, tmp_path, cache, imports):
+    """The package's lines of each of `imports` fresh `import torch` with the cache `cache`, each of which kept
+    torch's own table and called no compiler."""
+    env = dict(uncovered, TORCH_DLPACK_BRIDGE_CACHE=str(cache), CXX=counting_compiler(tmp_path))
+    per_import = []
+    for _ in range(imports):
+        state, stderr = fresh_json("import torch; print(json.dumps(state()))", **env)
+        assert not state["bridge_imported"] and state["capsule"] is not None and calls(tmp_path) == 0, state
+        per_import.append(package_lines(stderr))
+    return per_import
+
+
 def test_an_unusable_cache_is_named_with_its_mode_once_per_process_and_never_claimed_said_once(uncovered, tmp_path):
     """A cache folder others may write cannot be used: each `import torch` (nothing can be recorded there) says
     so in one line, naming the folder and its mode, where the build would go instead and what to set; no line
@@ -513,12 +525,7 @@ def test_an_unusable_cache_is_named_with_its_mode_once_per_process_and_never_cla
     cache = tmp_path / "shared-cache"
     cache.mkdir()
     cache.chmod(0o777)
-    env = dict(uncovered, TORCH_DLPACK_BRIDGE_CACHE=str(cache), CXX=counting_compiler(tmp_path))
-    per_import = []
-    for _ in range(3):
-        state, stderr = fresh_json("import torch; print(json.dumps(state()))", **env)
-        assert not state["bridge_imported"] and state["capsule"] is not None and calls(tmp_path) == 0, state
-        per_import.append(package_lines(stderr))
+    per_import = notices_of_import_torch(uncovered, tmp_path, cache, imports=3)
     assert [len(lines) for lines in per_import] == [1, 1, 1], per_import
     line = per_import[0][0]
     assert f"{cache} is writable by group or others (mode 777)" in line, line
@@ -540,12 +547,7 @@ def test_a_cache_root_in_which_no_folder_can_be_made_is_named_by_import_torch_in
         root = tmp_path / "read-only"
         root.mkdir()
         root.chmod(0o500)
-    env = dict(uncovered, TORCH_DLPACK_BRIDGE_CACHE=str(root), CXX=counting_compiler(tmp_path))
-    per_import = []
-    for _ in range(2):
-        state, stderr = fresh_json("import torch; print(json.dumps(state()))", **env)
-        assert not state["bridge_imported"] and state["capsule"] is not None and calls(tmp_path) == 0, state
-        per_import.append(package_lines(stderr))
+    per_import = notices_of_import_torch(uncovered, tmp_path, root, imports=2)
     assert [len(lines) for lines in per_import] == [1, 1], per_import
     line = per_import[1][0]
     assert f"this package's cache cannot be used (cannot use {root}/torch" in line, line

@@ -150,3 +150,26 @@ def test_a_compiler_that_fails_only_the_declarations_check_fails_the_build_with_
         _build.compile_table(target, str(output), jobs=2, src=str(src))
     assert "error: tdb_declaration differs" in str(raised.value)
     assert not output.exists()
+
+
+def test_a_fork_whose_wait_for_a_program_start_was_interrupted_releases_nothing_in_the_parent():
+    """os.fork's before-handler waits while the build starts a program; a Ctrl-C can end that wait (the handler's
+    exception is then only printed): the after-handler in the parent releases nothing, neither a lock it does
+    not hold nor the building thread's."""
+    holding, done = threading.Event(), threading.Event()
+
+    def start_a_program():
+        with _build.no_fork_meanwhile():
+            holding.set()
+            done.wait(60)
+
+    thread = threading.Thread(target=start_a_program)
+    thread.start()
+    try:
+        holding.wait(60)
+        _build._after_fork_in_parent()  # no exception, and the lock stays the building thread's
+        assert not _build._starting.acquire(blocking=False)
+    finally:
+        done.set()
+        thread.join()
+    _build._after_fork_in_parent()  # held by no one

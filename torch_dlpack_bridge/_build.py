@@ -306,7 +306,10 @@ def _before_fork() -> None:
 
 
 def _after_fork_in_parent() -> None:
-    _starting.release()
+    try:
+        _starting.release()
+    except RuntimeError:  # the before-handler did not get it (a Ctrl-C while it waited): nothing to release
+        pass
 
 
 def _after_fork_in_child() -> None:
