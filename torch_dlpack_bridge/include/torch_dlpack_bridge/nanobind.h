@@ -237,13 +237,59 @@ class NanobindTypedArg : public NanobindHeld<V> {
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;
     constexpr const char* kParam = Signature<Ts...>::value.text;  // as signatures show the parameter
-    if (!dlpack_tensor_table(obj, &api)) return refused_non_tensor(obj, kParam);
+    if (!dlpack_tensor_table(obj, &api, &autograd_)) return refused_non_tensor(obj, kParam);
     if (!fill_or_note([this, obj, api] { this->value_.emplace(unchecked, obj, api, V::DefaultName); }, obj, kParam))
       return false;
-    if (V::satisfied_by(*this->value_)) return taken(obj, kParam);  // one compare per constraint
+    if (V::satisfied_by(*this->value_, &autograd_)) return taken(obj, kParam);  // one compare per constraint
     note_violation<V>(obj, kParam, *this->value_);
     this->value_.reset();  // another overload may take it
     return false;
+  }
+  // A written tensor's version counter is bumped (Tensor::commit()) when nanobind converts the argument, which
+  // it does for the chosen overload only, right before the body; not for a tdb::detail::Uncommitted element of
+  // a std::optional or std::vector, which nanobind converts while it loads them (NanobindContainer commits).
+  explicit operator V*() noexcept { return &commit(); }
+  explicit operator V&() noexcept { return commit(); }
+  explicit operator V&&() noexcept { return std::move(commit()); }
+
+ private:
+  V& commit() noexcept {
+    V& value = *this->value_;
+    if constexpr (std::is_same_v<V, Tensor<Ts...>>) value.commit(&autograd_);
+    return value;
+  }
+  AutogradFunctions autograd_;  // type(obj)'s, from the table's lookup
+};
+
+/*!
+ * \brief A std::optional or std::vector of typed tensors: nanobind's own caster (nanobind/stl/optional.h,
+ * vector.h) of the same container of tdb::detail::Uncommitted elements, so that what it accepts and how it is
+ * named stay nanobind's; converting it for the chosen overload commits each element (Tensor::commit()), which
+ * nanobind's caster would have done as it loaded them, in every overload it tried.
+ */
+template <class Container, class Inner>
+class NanobindContainer {
+  nanobind::detail::make_caster<Inner> inner_;
+  Container value_;
+
+ public:
+  static constexpr auto Name = nanobind::detail::make_caster<Inner>::Name;
+  template <typename U>
+  using Cast = nanobind::detail::movable_cast_t<U>;
+  template <typename U>
+  static constexpr bool can_cast() { return true; }
+
+  bool from_python(nanobind::handle src, uint8_t flags, nanobind::detail::cleanup_list* cleanup) noexcept {
+    return inner_.from_python(src, flags, cleanup);
+  }
+  explicit operator Container*() { return &commit(); }
+  explicit operator Container&() { return commit(); }
+  explicit operator Container&&() { return std::move(commit()); }
+
+ private:
+  Container& commit() {
+    value_ = committed(inner_.operator nanobind::detail::cast_t<Inner>());
+    return value_;
   }
 };
 
@@ -269,6 +315,19 @@ struct type_caster<tdb::ManagedTensor> : tdb::detail::NanobindArg<tdb::ManagedTe
 /*! \brief Typed tdb::Tensor<...> arguments (tensor.h; see tdb::detail::NanobindTypedArg). */
 template <class... Ts>
 struct type_caster<tdb::Tensor<Ts...>> : tdb::detail::NanobindTypedArg<tdb::Tensor<Ts...>, Ts...> {};
+/*! \brief The elements of a std::optional or std::vector of them, as nanobind's own casters hold them. */
+template <class... Ts>
+struct type_caster<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>
+    : tdb::detail::NanobindTypedArg<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>, Ts...> {};
+/*! \brief std::optional and std::vector of typed tensors (see tdb::detail::NanobindContainer). */
+template <class... Ts>
+struct type_caster<std::optional<tdb::Tensor<Ts...>>>
+    : tdb::detail::NanobindContainer<std::optional<tdb::Tensor<Ts...>>,
+                                     std::optional<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>> {};
+template <class... Ts>
+struct type_caster<std::vector<tdb::Tensor<Ts...>>>
+    : tdb::detail::NanobindContainer<std::vector<tdb::Tensor<Ts...>>,
+                                     std::vector<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>> {};
 
 /*!
  * \brief A returned tdb::OwnedTensor<...> (output.h) becomes its producer's tensor (a torch.Tensor for torch's

@@ -216,11 +216,14 @@ class type_caster<tdb::ManagedTensor> {
 };
 
 /*!
- * \brief Loads a typed tdb::Tensor<...> argument (tensor.h): a tensor that violates its constraints is an
- * argument that does not match (next overload, or pybind11's TypeError), in both passes.
+ * \brief Loads a typed tdb::Tensor<...> argument (tensor.h), held as `Held`: a tensor that violates its
+ * constraints is an argument that does not match (next overload, or pybind11's TypeError), in both passes. A
+ * written tensor's version counter is bumped (Tensor::commit()) when the argument is converted, which pybind11
+ * does for the chosen overload only, right before the body; `Held` = tdb::detail::Uncommitted<...> inside a
+ * std::optional or std::vector, which pybind11 converts while it loads them: the container's caster commits.
  */
-template <class... Ts>
-class type_caster<tdb::Tensor<Ts...>> {
+template <class Held, class... Ts>
+class tdb_typed_caster {
   using Value = tdb::Tensor<Ts...>;
 
  public:
@@ -239,22 +242,72 @@ class type_caster<tdb::Tensor<Ts...>> {
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;
     constexpr const char* kParam = tdb::detail::Signature<Ts...>::value.text;  // as signatures show it
-    if (!tdb::detail::dlpack_tensor_table(obj, &api)) return tdb::detail::refused_non_tensor(obj, kParam);
+    if (!tdb::detail::dlpack_tensor_table(obj, &api, &autograd_))
+      return tdb::detail::refused_non_tensor(obj, kParam);
     if (!tdb::detail::fill_or_note([this, obj, api] { value_.emplace(tdb::detail::unchecked, obj, api,
                                                                      Value::DefaultName); }, obj, kParam))
       return false;
-    if (Value::satisfied_by(*value_)) return tdb::detail::taken(obj, kParam);  // one compare per constraint
+    if (Value::satisfied_by(*value_, &autograd_)) return tdb::detail::taken(obj, kParam);  // a compare each
     tdb::detail::note_violation<Value>(obj, kParam, *value_);
     value_.reset();  // another overload may take it
     return false;
   }
-  operator Value*() { return &*value_; }
-  operator Value&() { return *value_; }
-  operator Value&&() && { return std::move(*value_); }
+  operator Held*() { return &commit(); }
+  operator Held&() { return commit(); }
+  operator Held&&() && { return std::move(commit()); }
 
  private:
-  std::optional<Value> value_;
+  Held& commit() noexcept {
+    if constexpr (std::is_same<Held, Value>::value) value_->commit(&autograd_);
+    return *value_;
+  }
+  std::optional<Held> value_;
+  tdb::detail::AutogradFunctions autograd_;  // type(obj)'s, from the table's lookup
 };
+
+/*! \brief Typed tdb::Tensor<...> arguments (see tdb_typed_caster). */
+template <class... Ts>
+class type_caster<tdb::Tensor<Ts...>> : public tdb_typed_caster<tdb::Tensor<Ts...>, Ts...> {};
+/*! \brief The elements of a std::optional or std::vector of them, as pybind11's own casters hold them. */
+template <class... Ts>
+class type_caster<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>
+    : public tdb_typed_caster<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>, Ts...> {};
+
+/*!
+ * \brief A std::optional or std::vector of typed tensors: pybind11's own caster (pybind11/stl.h) of the same
+ * container of tdb::detail::Uncommitted elements, so that what it accepts and how it is named stay pybind11's;
+ * converting it for the chosen overload commits each element (Tensor::commit()), which pybind11's caster would
+ * have done as it loaded them, in every overload it tried.
+ */
+template <class Container, class Inner>
+class tdb_container_caster {
+  make_caster<Inner> inner_;
+  Container value_;
+
+ public:
+  static constexpr auto name = make_caster<Inner>::name;
+  template <typename T>
+  using cast_op_type = movable_cast_op_type<T>;
+
+  bool load(handle src, bool convert) { return inner_.load(src, convert); }
+  operator Container*() { return &commit(); }
+  operator Container&() { return commit(); }
+  operator Container&&() && { return std::move(commit()); }
+
+ private:
+  Container& commit() {
+    value_ = tdb::detail::committed(cast_op<Inner&&>(std::move(inner_)));
+    return value_;
+  }
+};
+template <class... Ts>
+class type_caster<std::optional<tdb::Tensor<Ts...>>>
+    : public tdb_container_caster<std::optional<tdb::Tensor<Ts...>>,
+                                  std::optional<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>> {};
+template <class... Ts>
+class type_caster<std::vector<tdb::Tensor<Ts...>>>
+    : public tdb_container_caster<std::vector<tdb::Tensor<Ts...>>,
+                                  std::vector<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>> {};
 
 /*!
  * \brief A returned tdb::OwnedTensor<...> (output.h) becomes its producer's tensor (a torch.Tensor for torch's
