@@ -112,9 +112,9 @@ for _ in $(seq 600); do  # until it answers (or has died)
 done
 curl -sf "$index/simple/" > /dev/null || die "pypiserver did not answer on $index"
 # An upload without the password must be refused: uploads are not open to anyone on this machine.
-"$work/server/bin/twine" upload --non-interactive --repository-url "$index/" -u rehearsal -p wrong \
+"$work/server/bin/twine" upload --non-interactive --disable-progress-bar --repository-url "$index/" -u rehearsal -p wrong \
   "${artifacts[0]}" > /dev/null 2>&1 && die "pypiserver accepted an upload with a wrong password"
-TWINE_PASSWORD=$password "$work/server/bin/twine" upload --non-interactive --repository-url "$index/" \
+TWINE_PASSWORD=$password "$work/server/bin/twine" upload --non-interactive --disable-progress-bar --repository-url "$index/" \
   -u rehearsal "${artifacts[@]}" || die "twine upload failed"
 served=$(curl -sf "$index/simple/torch-dlpack-bridge/" | grep -oE 'torch_dlpack_bridge-[^"#<]+' | sort -u)
 echo "$index serves:" $served
