@@ -83,6 +83,13 @@ with open(os.path.join(ROOT, "examples", "first_kernel", "first_kernel.cpp")) as
         open(os.path.join(GENERATED, "first_kernel_nb.diff"), "w") as out:
     out.writelines(difflib.unified_diff(f.readlines(), g.readlines(), "first_kernel.cpp", "first_kernel_nb.cpp", n=0))
 
+# The support page's wheel matrix, regrouped to fit a desktop's column (wheel_matrix_page.py).
+import wheel_matrix_page  # noqa: E402
+
+with open(os.path.join(ROOT, "scripts", "wheel_matrix.md")) as f, \
+        open(os.path.join(GENERATED, "wheel_matrix.md"), "w") as out:
+    out.write(wheel_matrix_page.page_version(f.read()))
+
 # Break opportunities between names in inline code and signatures, added to the written pages (break_points.py).
 import break_points  # noqa: E402
 
