@@ -62,12 +62,6 @@ constexpr char kNamed[] = "named";
 using Named = tdb::Tensor<float, tdb::ndim<1>, tdb::named<kNamed>>;
 }  // namespace
 
-// Which name a reason line gives an argument: the binding library's (py::arg, or its own), never tdb::named's.
-namespace {
-constexpr char kNamed[] = "named";
-using Named = tdb::Tensor<float, tdb::ndim<1>, tdb::named<kNamed>>;
-}  // namespace
-
 TDB_TEST_MODULE(TDB_MODULE, m) {
   def_forms<C<float>, float>(m, "c");
   def_forms<Any<float>, float>(m, "any");
@@ -105,6 +99,10 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
     callback();
     return got(x);
   }, py::arg("callback"), py::arg("x"));
+  m.def("apply", [](py::object callback, C<double> x) {  // a float32 tensor noted as refused by the first
+    callback();
+    return got(x);
+  }, py::arg("callback"), py::arg("x"));
   py::class_<Pair>(m, "Pair")
       .def(py::init<Vec, Vec>(), py::arg("x"), py::arg("y"))
       .def("scale", &Pair::scale, py::arg("x"))
@@ -114,8 +112,9 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   m.def_submodule("sub").def("vec", [](Vec x) { return x.size(0); }, py::arg("x"));
   m.def("named_by_arg", [](std::vector<Named> xs) { return xs.size(); }, py::arg("xs"));
   m.def("named_by_library", [](std::vector<Named> xs) { return xs.size(); });
-  m.def("named_by_arg", [](std::vector<Named> xs) { return xs.size(); }, py::arg("xs"));
-  m.def("named_by_library", [](std::vector<Named> xs) { return xs.size(); });
+  // Untyped parameters (issue 45.6: what a non-tensor argument is told).
+  m.def("view", [](tdb::TensorView x, float) { return got(x); }, py::arg("x"), py::arg("a"));
+  m.def("managed", [](tdb::ManagedTensor x, float) { return x.dl().ndim; }, py::arg("x"), py::arg("a"));
   tdb::explain_refusals(m);
   // Defined after explain_refusals: not wrapped (the library's message, no reasons).
   m.def("late", [](Vec x) { return x.size(0); }, py::arg("x"));

@@ -369,24 +369,33 @@ def test_a_one_shot_iterable_is_refused_not_run_on_what_is_left(m):
     assert m.total(OneShotSequence([F32(), F32()])) == 4.0
 
 
+LINES_F16 = ["    overload 1: argument 'x': expected dtype float32, got float16",
+             "    overload 2: argument 'x': expected dtype float64, got float16"]
+
+
+@pytest.mark.parametrize("through", ["a Python callback", "functools.partial"])
 @pytest.mark.parametrize("inner", ["same module", "other flavour"])
-def test_a_callback_that_lets_a_refusal_through_runs_once(refusal_modules, m, inner):
+def test_a_callback_that_lets_a_refusal_through_runs_once(refusal_modules, m, inner, through):
     """apply's body runs its callback, which calls apply (this module's or the other flavour's) with a refused
-    tensor and lets the TypeError through: the outer call is not refused, its body ran once, and the error is the
-    inner call's, with the inner call's reasons only."""
+    tensor and lets the TypeError through: the outer call is not refused (its first overload refused the float64
+    tensor, its second took it), its body ran once, and the error is the inner call's, with the inner call's reasons
+    only. Through functools.partial no Python frame sees the inner error before the outer call does."""
+    import functools
+
     other = refusal_modules["nanobind" if "pybind11" in m.__name__ else "pybind11"]
     target = m if inner == "same module" else other
     calls = []
+    inner_call = functools.partial(target.apply, lambda: None, torch.ones(2, 4, dtype=torch.float16))
 
     def callback():
         calls.append(1)
-        target.apply(lambda: None, torch.ones(2, 4, dtype=torch.float64))
+        inner_call()
 
     with pytest.raises(TypeError, match=r"^apply\(\): incompatible function arguments") as info:
-        m.apply(callback, torch.ones(2, 4))
-    assert calls == [1]
+        m.apply(callback if through == "a Python callback" else inner_call, torch.ones(2, 4, dtype=torch.float64))
+    assert calls == ([1] if through == "a Python callback" else [])
     assert str(info.value).count(WHY) == 1
-    assert reasons(str(info.value)) == [LINE_X]
+    assert reasons(str(info.value)) == LINES_F16
     # A callback that calls apply and is taken: the outer call is taken too, each body once.
     calls.clear()
     assert m.apply(lambda: calls.append(target.apply(lambda: calls.append(0), torch.ones(3, 4))), torch.ones(1, 4)) \
@@ -490,9 +499,9 @@ def test_threads_with_one_shot_producers_and_callbacks_keep_their_notes_apart(m)
                     m.apply(lambda: None, torch.ones(k + 1, 4, dtype=torch.float16))
 
                 with pytest.raises(TypeError) as info:
-                    m.apply(callback, torch.ones(k + 1, 4))
+                    m.apply(callback, torch.ones(k + 1, 4, dtype=torch.float64))
                 assert calls == [k]
-                assert reasons(str(info.value)) == ["    overload 1: argument 'x': expected dtype float32, got float16"]
+                assert reasons(str(info.value)) == LINES_F16
                 assert m.Pair(OneShot(torch.ones(k + 1)), F32()).scale(F32()) == 2 * (k + 3)
         except BaseException as e:  # noqa: BLE001  (reported below)
             failures.append(e)
@@ -503,3 +512,25 @@ def test_threads_with_one_shot_producers_and_callbacks_keep_their_notes_apart(m)
     for t in threads:
         t.join()
     assert not failures, failures[0]
+
+
+# What a non-tensor argument is told (issue 45.6), by a typed parameter (c_plain), an untyped one (view: TensorView;
+# managed: ManagedTensor) and a list's item: its type's name, or the class named as one.
+NON_TENSORS = {"int": (lambda: 3, "expected a tensor, got 'int'"),
+               "class": (lambda: torch.Tensor, "expected a tensor, got the class 'Tensor'"),
+               "neither": (object, "expected a tensor, got 'object'")}
+
+
+@pytest.mark.parametrize("function", ["c_plain", "view", "managed"])
+@pytest.mark.parametrize("kind", NON_TENSORS)
+def test_a_non_tensor_argument_is_told_what_it_is(m, function, kind):
+    make, words = NON_TENSORS[kind]
+    with pytest.raises(TypeError) as info:
+        getattr(m, function)(make(), 2.0)
+    assert reasons(str(info.value)) == ["    overload 1: argument 'x': " + words]
+
+
+def test_a_non_tensor_item_is_told_what_it_is(m):
+    with pytest.raises(TypeError) as info:
+        m.c_vector([torch.ones(2, 4), torch.Tensor], 2.0)
+    assert reasons(str(info.value)) == ["    overload 1: argument 'xs', item 1: expected a tensor, got the class 'Tensor'"]

@@ -338,6 +338,9 @@ inline std::vector<std::string> tensor_types(const std::string& annotation) {
   return out;
 }
 
+/*! \brief What starts the lines added to a TypeError. */
+constexpr const char kWhy[] = "\n\nWhy the tensor arguments were refused:\n";
+
 /*! \brief What one call noted of one object under one parameter type: whether it was taken, and its refusals. */
 struct NotedUnder {
   const char* param;
@@ -441,7 +444,7 @@ inline void add_reasons(PyObject* error, const CallNotes& record, PyObject* cons
       }
     }
     if (!lines.text.empty()) {
-      message += "\n\nWhy the tensor arguments were refused:\n" + lines.text.substr(0, lines.text.size() - 1);
+      message += kWhy + lines.text.substr(0, lines.text.size() - 1);
       PyObject* new_args = Py_BuildValue("(s)", message.c_str());
       if (new_args) PyObject_SetAttrString(error, "args", new_args);
       Py_XDECREF(new_args);
@@ -466,7 +469,8 @@ struct Dispatch {
  * \brief Whether `error` is the overload TypeError that the library's dispatcher raised for this call, rather
  * than one a body let through (another call's, wrapped or not, of this function or another): it starts with the
  * function's name, has no traceback (no Python frame has seen it: a callback's error went through its frame),
- * and is not one that a wrapped call made inside this one raised. `constructor`: the listing leaves out `self`.
+ * is not one that a wrapped call of this module made inside this one raised, and has no lines yet (those of
+ * another module's wrapped call). `constructor`: the listing leaves out `self`.
  */
 inline bool own_overload_error(PyObject* error, const Dispatch& d, const CallNotes& record, bool& constructor) {
   if (Py_TYPE(error) != reinterpret_cast<PyTypeObject*>(PyExc_TypeError)) return false;
@@ -478,7 +482,8 @@ inline bool own_overload_error(PyObject* error, const Dispatch& d, const CallNot
   PyObject* text = PyObject_Str(error);
   const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
   const std::string name = d.name(d.callee), own = name + "(): incompatible ";
-  const bool yes = utf8 && !name.empty() && std::strncmp(utf8, own.c_str(), own.size()) == 0;
+  const bool yes = utf8 && !name.empty() && std::strncmp(utf8, own.c_str(), own.size()) == 0 &&
+                   !std::strstr(utf8, kWhy);  // explained already: a wrapped call's of another module
   constructor = yes && std::strncmp(utf8 + own.size(), "constructor", 11) == 0;
   Py_XDECREF(text);
   PyErr_Clear();
