@@ -21,8 +21,8 @@
  * made meanwhile by a converter, a `__dlpack__` or a body (this function again, or another) opens its own record
  * above, so its notes never mix with the outer call's; another thread has its own innermost record (free-threaded
  * CPython too). Only when the dispatch fails with the library's own overload TypeError for this call (its
- * function's name, raised by the dispatcher itself: no traceback yet, and not the error of a wrapped call made
- * inside it) are the notes worded and matched, through one table of the noted objects, with the overloads and
+ * function's name, raised by the dispatcher itself: no traceback yet, not the error of a wrapped call of this
+ * module made inside it, and no lines yet) are the notes worded and matched, through one table of the noted objects, with the overloads and
  * parameter names that the TypeError lists (a constructor's listing has no `self`; keyword-only and defaulted
  * parameters by name), and the lines added to that TypeError. Nothing is dispatched again: a call runs its body
  * once with the arguments given, or is refused and no body ran. An accepted call pays a thread-local read and
@@ -30,7 +30,9 @@
  * noted (a non-tensor parameter that did not convert) gets no line, nor does a tensor that its overload took,
  * nor an item of an iterable that is not a list or a tuple (a generator: its items are gone). Functions defined
  * after `explain_refusals` are not wrapped (neither library has a hook where a function is defined): their
- * refusals say no more than the library's message.
+ * refusals say no more than the library's message. One error is not told apart: a body that lets through,
+ * with no Python frame between (a `functools.partial` callback), the same-named overload TypeError of another
+ * module's function that has no lines; the call's own notes are then added to it.
  *
  * Included by pybind11.h and nanobind.h; a kernel author never includes it directly.
  */
