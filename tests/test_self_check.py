@@ -183,5 +183,26 @@ def test_quick_timing_says_whose_machine_and_how_loaded(monkeypatch, capsys):
     assert "load average 3.25 2.50 1.00 (1, 5, 15 min) at the start" in out
     assert "load average at the end 3.25 2.50 1.00" in out
     if main.bridge._native_capsule() is not None:
-        assert "ours / torch" in out and out.count("          1.00\n") == 5
+        assert "ours / torch (range)" in out and out.count("  1.00 (1.00-1.00)\n") == 5
     assert len(calls) == 5 * 3 * (2 if main.bridge._native_capsule() is not None else 1)
+
+
+@pytest.mark.skipif(not __import__("torch_dlpack_bridge")._native_capsule(), reason="no torch table to compare with")
+def test_quick_timing_shows_the_range_of_the_ratio_and_says_when_it_is_noise(monkeypatch, capsys):
+    """Issue 46.8: under load the rounds disagreed (ours faster in one, slower in another) and one ratio, 1.27,
+    was printed with nothing saying so."""
+    import torch_dlpack_bridge.__main__ as main
+
+    for ours, verdict in (([90.0, 127.0, 150.0], "1.27 (0.90-1.50) noise\n"), ([120.0, 127.0, 130.0], "1.27 (1.20-1.30)\n")):
+        calls = []
+
+        def time(api, which, obj, iters, repeats):
+            calls.append(which)  # per row: round 1 ours, round 1 torch, round 2 ours, ...
+            n = len(calls) - 1
+            return 100.0 if n % 2 else ours[(n // 2) % 3]
+
+        monkeypatch.setattr(main._probe, "time", time)
+        monkeypatch.setattr(main.timeit, "repeat", lambda function, number, repeat: [number * 1e-6])
+        main.quick_timing()
+        out = capsys.readouterr().out
+        assert out.count("  " + verdict) == 5, out

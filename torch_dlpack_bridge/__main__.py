@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import timeit
-from typing import List
+from typing import List, Sequence
 
 import torch
 
@@ -87,6 +88,13 @@ def load_average() -> str:
         return "unknown"
 
 
+def ratio_cell(per_round: Sequence[float]) -> str:
+    """The ratio column: the median of the rounds' ratios and their range; "noise" when the rounds disagree on
+    which table is faster (the range spans 1.00), so the median says nothing about this machine now."""
+    low, high = min(per_round), max(per_round)
+    return f"{statistics.median(per_round):.2f} ({low:.2f}-{high:.2f})" + (" noise" if low < 1.0 < high else "")
+
+
 def quick_timing() -> None:
     """ns per call, timed from C by the probe, for this table and torch's own, in alternating rounds so that
     their ratio sees the same machine; t.__dlpack__() from Python. The numbers are this machine's, now: the
@@ -104,17 +112,17 @@ def quick_timing() -> None:
           f"{load_average()} (1, 5, 15 min) at the start")
     ratio = len(tables) == 2
     print(f"{'ns per call (best round)':34}" + "".join(f"{name:>22}" for name, _ in tables)
-          + (f"{'ours / torch':>14}" if ratio else ""))
+          + (f"  {'ours / torch (range)'}" if ratio else ""))
     for label, which, obj in rows:
         rounds = [[_probe.time(capsule, which, obj, 20000, 3) for _, capsule in tables] for _ in range(3)]
         cells = [min(column) for column in zip(*rounds)]
         print(f"{label:34}" + "".join(f"{ns:22.1f}" for ns in cells)
-              + (f"{sorted(a / b for a, b in rounds)[1]:14.2f}" if ratio else ""))
+              + (f"  {ratio_cell([a / b for a, b in rounds])}" if ratio else ""))
     n = 20000
     python_ns = min(timeit.repeat(t.__dlpack__, number=n, repeat=5)) / n * 1e9
     print(f"{'t.__dlpack__() from Python':34}{python_ns:22.1f}")
     print(f"load average at the end {load_average()} on {usable} usable CPUs. Absolute ns move with the load "
-          f"(several times on a busy machine){'; the ratio (median of 3 rounds) far less' if ratio else ''}.\n"
+          f"(several times on a busy machine){'; the ratio far less: the median of 3 rounds, its range over them, and noise where the rounds disagree on which table is faster' if ratio else ''}.\n"
           f"`python -m torch_dlpack_bridge bench` and benchmarks/RESULTS.md measure at length.")
 
 
