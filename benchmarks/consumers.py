@@ -397,9 +397,12 @@ def lead(all_data: List[Dict[str, Any]]) -> str:
         pr = d.get("paired") or {}
         if pr.get("ratio"):
             every = pr["by_order"]["ours on Tensor"] + pr["by_order"]["ours on Parameter"]
+            none = summary(d).get(NONE, {}).get("nop(*contiguous[:8])", {}).get("vs_ours")
             return (f"A tvm-ffi call with 8 tensors costs **{pr['ratio']:.2f}x** (per process {min(every):.2f}-"
                     f"{max(every):.2f}x) with this project's table as with {SHORT[pr['other']]} table, torch "
-                    f"{d['machine']['torch'].split('+')[0]}, both tables in one process (the steadier measure). ")
+                    f"{d['machine']['torch'].split('+')[0]}, both tables in one process (the steadier measure)"
+                    + (f", and **{1 / none:.2f}x** what it costs with no table (separate processes). " if none else
+                       ". "))
     return ""
 
 
