@@ -6,9 +6,10 @@
  *
  * torch's rules, and what a written parameter does:
  *  - a tensor that does not require grad: written;
- *  - in grad mode, a tensor that requires grad: refused. A leaf as torch refuses it ("a leaf Variable that
- *    requires grad is being used in an in-place operation"); any other because torch records its own in-place
- *    op in the graph and a kernel's write it cannot record: the gradient would be that of the values before;
+ *  - in grad mode, a tensor that requires grad: refused. A leaf as torch refuses it
+ *    ("a leaf Variable that requires grad is being used in an in-place operation"); any other because torch
+ *    records its own in-place op in the graph and a kernel's write it cannot record: the gradient would be that
+ *    of the values before;
  *  - under torch.no_grad() or torch.inference_mode() (an optimizer's step), a tensor that requires grad: written;
  *  - an inference tensor: written. torch refuses its own in-place ops on one outside inference mode, but it has
  *    no version counter and torch refuses to save it for backward, so no gradient can depend on its values.
