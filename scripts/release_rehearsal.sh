@@ -52,6 +52,7 @@ trap 'exit 130' INT TERM
 die() { echo "release rehearsal: $*" >&2; exit 1; }
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
 started=$SECONDS
+failed=()  # the steps 3-4 that failed: the rows still run, the rehearsal fails at the end
 git clone -q "$repo" "$work/src" || die "cloning $repo failed"
 commit=$(git -C "$work/src" rev-parse --short HEAD)
 repo=$work/src  # the scripts below are the clone's
@@ -80,12 +81,12 @@ step "2. check: scripts/release_check.sh"
 step "3. wheel checks: scripts/wheel_matrix.sh 2.13.0:3.11"
 TDB_WHEEL_DIR=$dist TDB_MATRIX_DIR=$work/matrix TDB_MATRIX_OUT=$work/wheel_matrix.md \
   "$repo/scripts/wheel_matrix.sh" 2.13.0:3.11 > "$work/wheel_matrix.log" 2>&1 ||
-  { tail -n 30 "$work/wheel_matrix.log"; die "scripts/wheel_matrix.sh failed"; }
+  { tail -n 30 "$work/wheel_matrix.log"; failed+=("scripts/wheel_matrix.sh"); }
 matrix_row=$(grep -E '^\| x86_64 \| 2\.13\.0 \| 3\.11 ' "$work/wheel_matrix.md" | cut -d'|' -f6,7 | sed 's/^ *//')
 
 step "4. docs: scripts/build_docs.sh"
 "$repo/scripts/build_docs.sh" --wheel-from "$dist" "$work/site" > "$work/docs.log" 2>&1 ||
-  { tail -n 30 "$work/docs.log"; die "scripts/build_docs.sh failed"; }
+  { tail -n 30 "$work/docs.log"; failed+=("scripts/build_docs.sh"); }
 docs_line=$(grep -E '^docs:' "$work/docs.log" | tail -n 1)
 
 step "5. upload: pypiserver on 127.0.0.1, twine upload"
@@ -238,10 +239,11 @@ server_pid=
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 artifact_list=$(for a in "${artifacts[@]}"; do echo "\`$(basename "$a")\` ($(du -k "$a" | cut -f1) KiB)"; done |
                 paste -sd, - | sed 's/,/, /g')
+[ ${#failed[@]} = 0 ] || status=1
 python3 - "$out" "$results" "$artifact_list" "$matrix_row" "$docs_line" "$((SECONDS - started))" "$load" \
-  "$commit" <<'PY' || status=1
+  "$commit" "${failed[*]}" <<'PY' || status=1
 import datetime, sys
-out, results, artifacts, matrix_row, docs_line, seconds, load, commit = sys.argv[1:]
+out, results, artifacts, matrix_row, docs_line, seconds, load, commit, failed = sys.argv[1:]
 columns = ["row", "Python", "torch", "file pip chose", "compiled", "main job", "notes and time"]
 rows = [line.rstrip("\n").split("\t") for line in open(results)]
 today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -261,6 +263,7 @@ chose; every one came from the rehearsal's server). Main job: `python -m torch_d
 for wheel rows (`TORCH_DLPACK_BRIDGE_BUILD=0`, `CXX=/nonexistent`), its status line's version and table library
 checked. The `sdist` row is a CPython that accepts no manylinux wheel (PEP 600's `_manylinux` module, set after
 torch is installed): a stand-in for what no wheel serves (free-threaded 3.14t, other platforms).
+{"**FAILED: " + failed + "** (their logs were printed by the run)." if failed else ""}
 
 | {' | '.join(columns)} |
 |{'---|' * len(columns)}
