@@ -153,12 +153,44 @@ class ErrorStash {
 };
 
 /*!
- * \brief Throws the pending Python exception, re-raised as the same type with `prefix` ("argument 'x': ",
- * "output: ") prepended to its message (the original becomes __cause__). Keeps the original if that fails.
+ * \brief True when the raised exception is a producer's refusal of a tensor: a TypeError or a BufferError
+ * (subclasses too), what DLPack producers raise for what they cannot export. Anything else (KeyboardInterrupt,
+ * SystemExit, MemoryError, a ValueError, ...) is not about the tensor, and a type caster raises it as it is.
+ */
+inline bool refusal_raised() noexcept {
+  return PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError);
+}
+
+/*! \brief Whether `exc` is a plain refusal: a TypeError or BufferError itself (no subclass) made of one message and
+ *  nothing else (no attributes, no notes), so that a copy with a longer message loses nothing but its identity. */
+inline bool plain_refusal(PyObject* exc) {
+  PyTypeObject* type = Py_TYPE(exc);
+  if (type != reinterpret_cast<PyTypeObject*>(PyExc_TypeError) &&
+      type != reinterpret_cast<PyTypeObject*>(PyExc_BufferError))
+    return false;
+  PyObject* args = PyObject_GetAttrString(exc, "args");
+  PyObject* dict = PyObject_GetAttrString(exc, "__dict__");
+  const bool plain = args && PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 1 &&
+                     PyUnicode_Check(PyTuple_GET_ITEM(args, 0)) && dict && PyDict_Check(dict) && PyDict_Size(dict) == 0;
+  Py_XDECREF(args);
+  Py_XDECREF(dict);
+  PyErr_Clear();
+  return plain;
+}
+
+/*!
+ * \brief Throws the pending Python exception. A plain refusal (plain_refusal()) is re-raised as a new exception
+ * of its type with `prefix` ("argument 'x': ", "output: ") before its message, the original as its __cause__;
+ * any other exception (an interrupt, MemoryError, SystemExit, a producer's own class) is re-raised as it is: the
+ * same object, its type and attributes kept.
  */
 [[noreturn]] inline void throw_pending_as(const std::string& prefix) {
   PyObject* exc = fetch_exception();
   if (!exc) throw Error(PyExc_RuntimeError, prefix + "DLPack producer failed without an exception");
+  if (!plain_refusal(exc)) {
+    restore_exception(exc);
+    throw Error::pending();
+  }
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(exc));
   PyObject* text = PyObject_Str(exc);
   const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;

@@ -63,10 +63,13 @@
 #define TORCH_DLPACK_BRIDGE_NANOBIND_H_
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/detail/nb_list.h>
+#include <nanobind/stl/detail/nb_optional.h>
 
 #include <exception>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "torch_dlpack_bridge/consumer.h"
 #include "torch_dlpack_bridge/output.h"
@@ -178,15 +181,133 @@ inline void explain_refusals(nanobind::module_& m) {
 
 namespace detail {
 
-/*! \brief What both argument casters hold: the value made by from_python; nanobind takes it through these operators. */
-template <class T>
-class NanobindHeld {
+/*!
+ * \brief Where a tdb caster puts an exception that is not a refusal while a tdb container caster loads through
+ * nanobind's own container caster (NanobindDeferred::load_holding): the container keeps it. nullptr: none open.
+ */
+TDB_MODULE_LOCAL inline PyObject**& nanobind_mailbox() {
+  static thread_local PyObject** box = nullptr;
+  return box;
+}
+
+/*!
+ * \brief An exception a caster kept for an overload that nanobind then gave up before converting it (another
+ * argument did not convert in that pass): the next tdb caster asked about the same object in the same call (the
+ * same cleanup list) takes it over instead of asking the producer again, so that the next overload or pass
+ * raises it. This thread's only; owns its references; left behind only by a call that no overload took.
+ */
+struct NanobindOrphan {
+  PyObject* exc = nullptr;
+  PyObject* obj = nullptr;
+  const void* call = nullptr;
+  void clear() noexcept {
+    Py_CLEAR(exc);
+    Py_CLEAR(obj);
+    call = nullptr;
+  }
+};
+TDB_MODULE_LOCAL inline NanobindOrphan& nanobind_orphan() {
+  static thread_local NanobindOrphan orphan;
+  return orphan;
+}
+
+/*!
+ * \brief How a tdb caster raises an exception that is not a refusal (a KeyboardInterrupt or MemoryError from a
+ * producer's `__dlpack__` or table): nanobind calls from_python from noexcept code (its std::optional, std::vector
+ * and std::variant casters), where nothing may be thrown. So the caster keeps the exception and says it converted
+ * (true), can_cast() says it cannot be used, and converting it (which nanobind does for the chosen overload, right
+ * before the body) throws it as nanobind::python_error: the call raises that same exception object. Inside a tdb
+ * container caster the exception goes to the container (nanobind_mailbox), which does the same; an overload that
+ * nanobind gives up hands it to the next (NanobindOrphan). Inside another container of nanobind's own (a
+ * std::variant, a std::tuple's item) the argument can only be refused: nanobind gives a caster no other way out.
+ */
+class NanobindDeferred {
  public:
-  explicit operator T*() noexcept { return &*value_; }
-  explicit operator T&() noexcept { return *value_; }
-  explicit operator T&&() noexcept { return std::move(*value_); }
+  NanobindDeferred() = default;
+  NanobindDeferred(const NanobindDeferred&) = delete;
+  NanobindDeferred& operator=(const NanobindDeferred&) = delete;
+  ~NanobindDeferred() {
+    if (!raised_) return;
+    NanobindOrphan& orphan = nanobind_orphan();  // never converted: the next overload's caster takes it
+    orphan.clear();
+    Py_INCREF(from_);
+    orphan = NanobindOrphan{raised_, from_, call_};
+  }
+  /*! \brief false while an exception is kept: a container of nanobind's own refuses the item. */
+  template <typename U>
+  bool can_cast() const noexcept { return !raised_; }
 
  protected:
+  /*! \brief The exception an earlier overload's caster kept for `obj` in this call (a new reference), or nullptr. */
+  static PyObject* orphaned(PyObject* obj, const void* call) noexcept {
+    NanobindOrphan& orphan = nanobind_orphan();
+    if (!orphan.exc || orphan.obj != obj || orphan.call != call) return nullptr;
+    PyObject* exc = orphan.exc;
+    orphan.exc = nullptr;
+    orphan.clear();
+    return exc;
+  }
+  /*! \brief After fill_or_note() returned false: false for a refusal; true for another exception (left raised),
+   *  kept (or handed to the open mailbox: false, so nanobind's container stops there). */
+  bool refused_or_kept(PyObject* obj, const void* call) noexcept {
+    return PyErr_Occurred() && hold(fetch_exception(), obj, call);
+  }
+  /*! \brief Takes `exc` (a new reference), raised for `obj`: into the open mailbox (false), else kept (true). */
+  bool hold(PyObject* exc, PyObject* obj, const void* call) noexcept {
+    if (PyObject** box = nanobind_mailbox()) {
+      if (*box) Py_DECREF(exc);
+      else *box = exc;  // the first one is raised
+      return false;
+    }
+    Py_XDECREF(raised_);
+    raised_ = exc;
+    from_ = obj;
+    call_ = call;
+    return true;
+  }
+  /*! \brief For a container: runs `load` (nanobind's own container caster) with a mailbox open, and keeps what
+   *  an element left in it; an exception an earlier overload kept for `obj` is taken over without loading. */
+  template <class F>
+  bool load_holding(PyObject* obj, const void* call, F&& load) noexcept {
+    if (PyObject* exc = orphaned(obj, call)) return hold(exc, obj, call);
+    PyObject* raised = nullptr;
+    PyObject**& box = nanobind_mailbox();
+    PyObject** outer = box;
+    box = &raised;
+    const bool loaded = load();
+    box = outer;
+    return raised ? hold(raised, obj, call) : loaded;
+  }
+  /*! \brief Throws the kept exception, if any, as itself (when the argument is converted). */
+  void raise_kept() {
+    if (!raised_) {
+      if (nanobind_orphan().exc) nanobind_orphan().clear();  // a call goes ahead: what an earlier one left is stale
+      return;
+    }
+    restore_exception(raised_);
+    raised_ = nullptr;
+    throw nanobind::python_error();
+  }
+
+ private:
+  PyObject* raised_ = nullptr;  //!< owned
+  PyObject* from_ = nullptr;    //!< the argument or item that raised it (borrowed: alive during the call)
+  const void* call_ = nullptr;  //!< nanobind's cleanup list of the call
+};
+
+/*! \brief What both argument casters hold: the value made by from_python; nanobind takes it through these operators. */
+template <class T>
+class NanobindHeld : public NanobindDeferred {
+ public:
+  explicit operator T*() { return &held(); }
+  explicit operator T&() { return held(); }
+  explicit operator T&&() { return std::move(held()); }
+
+ protected:
+  T& held() {
+    raise_kept();
+    return *value_;
+  }
   std::optional<T> value_;
 };
 
@@ -198,18 +319,20 @@ class NanobindArg : public NanobindHeld<T> {
   static constexpr auto Name = nanobind::detail::io_name(kSignatureTensor, kSignatureResult);
   template <typename U>
   using Cast = nanobind::detail::movable_cast_t<U>;
-  template <typename U>
-  static constexpr bool can_cast() { return true; }
 
-  /*! \brief false (next overload, or nanobind's TypeError) for a non-tensor and a refused tensor. */
-  bool from_python(nanobind::handle src, uint8_t /*flags*/, nanobind::detail::cleanup_list*) noexcept {
+  /*! \brief false (next overload, or nanobind's TypeError) for a non-tensor and a refused tensor; another
+   *  exception from the producer is raised when the argument is converted (NanobindDeferred). */
+  bool from_python(nanobind::handle src, uint8_t /*flags*/, nanobind::detail::cleanup_list* call) noexcept {
     register_nanobind_error_translator();
     PyObject* obj = src.ptr();  // (capturing nanobind's handle, a hidden-visibility type, would warn)
     if (!is_dlpack_tensor(obj)) return refused_non_tensor(obj, kSignatureTensor);
-    return fill_or_note([this, obj] {
-      if constexpr (std::is_same_v<T, TensorView>) this->value_.emplace(obj, "tensor");
-      else this->value_.emplace(ManagedTensor::from_python(obj, "tensor"));
-    }, obj, kSignatureTensor) && taken(obj, kSignatureTensor);
+    if (PyObject* exc = this->orphaned(obj, call)) return this->hold(exc, obj, call);
+    if (!fill_or_note([this, obj] {
+          if constexpr (std::is_same_v<T, TensorView>) this->value_.emplace(obj, "tensor");
+          else this->value_.emplace(ManagedTensor::from_python(obj, "tensor"));
+        }, obj, kSignatureTensor))
+      return this->refused_or_kept(obj, call);
+    return taken(obj, kSignatureTensor);
   }
 };
 
@@ -228,18 +351,17 @@ class NanobindTypedArg : public NanobindHeld<V> {
   static constexpr auto Name = nanobind::detail::const_name(Signature<Ts...>::value.text);
   template <typename U>
   using Cast = nanobind::detail::movable_cast_t<U>;
-  template <typename U>
-  static constexpr bool can_cast() { return true; }
 
-  /*! \brief See the class comment; never throws. */
-  bool from_python(nanobind::handle src, uint8_t /*flags*/, nanobind::detail::cleanup_list*) noexcept {
+  /*! \brief See the class comment; never throws (another exception from the producer: NanobindDeferred). */
+  bool from_python(nanobind::handle src, uint8_t /*flags*/, nanobind::detail::cleanup_list* call) noexcept {
     register_nanobind_error_translator();
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;
     constexpr const char* kParam = Signature<Ts...>::value.text;  // as signatures show the parameter
     if (!dlpack_tensor_table(obj, &api, &autograd_)) return refused_non_tensor(obj, kParam);
+    if (PyObject* exc = this->orphaned(obj, call)) return this->hold(exc, obj, call);
     if (!fill_or_note([this, obj, api] { this->value_.emplace(unchecked, obj, api, V::DefaultName); }, obj, kParam))
-      return false;
+      return this->refused_or_kept(obj, call);
     if (V::satisfied_by(*this->value_, &autograd_)) return taken(obj, kParam);  // one compare per constraint
     note_violation<V>(obj, kParam, *this->value_);
     this->value_.reset();  // another overload may take it
@@ -248,18 +370,28 @@ class NanobindTypedArg : public NanobindHeld<V> {
   // A written tensor's version counter is bumped (Tensor::commit()) when nanobind converts the argument, which
   // it does for the chosen overload only, right before the body; not for a tdb::detail::Uncommitted element of
   // a std::optional or std::vector, which nanobind converts while it loads them (NanobindContainer commits).
-  explicit operator V*() noexcept { return &commit(); }
-  explicit operator V&() noexcept { return commit(); }
-  explicit operator V&&() noexcept { return std::move(commit()); }
+  explicit operator V*() { return &commit(); }
+  explicit operator V&() { return commit(); }
+  explicit operator V&&() { return std::move(commit()); }
 
  private:
-  V& commit() noexcept {
-    V& value = *this->value_;
+  V& commit() {
+    V& value = this->held();  // throws a kept exception (NanobindDeferred)
     if constexpr (std::is_same_v<V, Tensor<Ts...>>) value.commit(&autograd_);
     return value;
   }
   AutogradFunctions autograd_;  // type(obj)'s, from the table's lookup
 };
+
+/*! \brief A container of untyped elements (tdb::TensorView, tdb::ManagedTensor): nothing to commit. */
+template <class T>
+std::optional<T> committed(std::optional<T>&& from) {
+  return std::move(from);
+}
+template <class T>
+std::vector<T> committed(std::vector<T>&& from) {
+  return std::move(from);
+}
 
 /*!
  * \brief A std::optional or std::vector of typed tensors: nanobind's own caster (nanobind/stl/optional.h,
@@ -267,20 +399,20 @@ class NanobindTypedArg : public NanobindHeld<V> {
  * named stay nanobind's; converting it for the chosen overload commits each element (Tensor::commit()), which
  * nanobind's caster would have done as it loaded them, in every overload it tried.
  */
-template <class Container, class Inner>
-class NanobindContainer {
-  nanobind::detail::make_caster<Inner> inner_;
+template <class Container, class Inner, class InnerCaster = nanobind::detail::make_caster<Inner>>
+class NanobindContainer : public NanobindDeferred {
+  InnerCaster inner_;
   Container value_;
 
  public:
-  static constexpr auto Name = nanobind::detail::make_caster<Inner>::Name;
+  static constexpr auto Name = InnerCaster::Name;
   template <typename U>
   using Cast = nanobind::detail::movable_cast_t<U>;
-  template <typename U>
-  static constexpr bool can_cast() { return true; }
 
+  /*! \brief nanobind's own container caster, with a mailbox open for an element's exception that is not a
+   *  refusal (NanobindDeferred): the container keeps it and raises it when converted. */
   bool from_python(nanobind::handle src, uint8_t flags, nanobind::detail::cleanup_list* cleanup) noexcept {
-    return inner_.from_python(src, flags, cleanup);
+    return load_holding(src.ptr(), cleanup, [&] { return inner_.from_python(src, flags, cleanup); });
   }
   explicit operator Container*() { return &commit(); }
   explicit operator Container&() { return commit(); }
@@ -288,10 +420,20 @@ class NanobindContainer {
 
  private:
   Container& commit() {
+    raise_kept();
     value_ = committed(inner_.operator nanobind::detail::cast_t<Inner>());
     return value_;
   }
 };
+
+/*! \brief std::optional and std::vector of tdb::TensorView or tdb::ManagedTensor: nanobind's own caster (its
+ *  nanobind/stl header is still what a module includes for them), loaded with NanobindDeferred's mailbox open. */
+template <class T>
+using NanobindOptional = NanobindContainer<std::optional<T>, std::optional<T>,
+                                          nanobind::detail::optional_caster<std::optional<T>>>;
+template <class T>
+using NanobindVector = NanobindContainer<std::vector<T>, std::vector<T>,
+                                        nanobind::detail::list_caster<std::vector<T>, T>>;
 
 }  // namespace detail
 }  // namespace tdb
@@ -311,6 +453,16 @@ struct type_caster<tdb::ManagedTensor> : tdb::detail::NanobindArg<tdb::ManagedTe
     return tdb::guard([&]() -> PyObject* { return t.to_python(); });
   }
 };
+
+/*! \brief std::optional and std::vector of tdb::TensorView and tdb::ManagedTensor (tdb::detail::NanobindOptional). */
+template <>
+struct type_caster<std::optional<tdb::TensorView>> : tdb::detail::NanobindOptional<tdb::TensorView> {};
+template <>
+struct type_caster<std::vector<tdb::TensorView>> : tdb::detail::NanobindVector<tdb::TensorView> {};
+template <>
+struct type_caster<std::optional<tdb::ManagedTensor>> : tdb::detail::NanobindOptional<tdb::ManagedTensor> {};
+template <>
+struct type_caster<std::vector<tdb::ManagedTensor>> : tdb::detail::NanobindVector<tdb::ManagedTensor> {};
 
 /*! \brief Typed tdb::Tensor<...> arguments (tensor.h; see tdb::detail::NanobindTypedArg). */
 template <class... Ts>

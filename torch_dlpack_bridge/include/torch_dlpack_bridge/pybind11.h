@@ -31,7 +31,10 @@
  * pybind11 raises its TypeError, "f(): incompatible function arguments", listing every overload with its
  * parameters' names (`py::arg`) and constraints, e.g. ``x: typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor,
  * dict(dtype='float32', shape=(None, 3), order='C', device='cuda')]``, and the arguments' reprs. A caster
- * never throws: raising its own error would stop the overloads after it. Call `tdb::explain_refusals(m)` at the
+ * never raises a refusal: raising its own error would stop the overloads after it. Only a refusal is one (a
+ * TypeError or BufferError from the producer, or the parameter's own): any other exception raised while a caster
+ * takes a tensor (a KeyboardInterrupt in `__dlpack__`, a MemoryError, SystemExit) ends the call, raised as it is
+ * (the same object). Call `tdb::explain_refusals(m)` at the
  * end of PYBIND11_MODULE and that same TypeError also says which tensor argument each overload refused, and
  * why (refusals.h): ``overload 1: argument 'y': expected dtype float32, got float16``.
  *
@@ -109,6 +112,16 @@ inline void register_pybind11_error_translator() {
 }
 
 namespace detail {
+/*!
+ * \brief A caster's answer when making its value failed (fill_or_note() returned false): false for a refusal (next
+ * overload); an exception that is not one (KeyboardInterrupt, MemoryError, ...), left raised, is thrown as
+ * error_already_set, which ends pybind11's dispatch and raises that same exception object.
+ */
+inline bool pybind11_refused() {
+  if (PyErr_Occurred()) throw pybind11::error_already_set();
+  return false;
+}
+
 // Hands the registration to tdb::Error's constructor (errors.h) when the extension module is loaded, before any
 // call; every file that includes this header stores the same pointer.
 [[maybe_unused]] static const bool pybind11_translator_stored =
@@ -175,15 +188,17 @@ class type_caster<tdb::TensorView> {
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
 
-  /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor. */
+  /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor; throws
+   *  error_already_set for another exception from the producer (tdb::detail::pybind11_refused). */
   bool load(handle src, bool /*convert*/) {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;  // looked up once, for the question and the view
     constexpr const char* kParam = tdb::detail::kSignatureTensor;  // as signatures show the parameter
     if (!tdb::detail::dlpack_tensor_table(obj, &api)) return tdb::detail::refused_non_tensor(obj, kParam);
-    return tdb::detail::fill_or_note([this, obj, api] { value_.emplace(obj, api, "tensor"); }, obj, kParam) &&
-           tdb::detail::taken(obj, kParam);
+    if (!tdb::detail::fill_or_note([this, obj, api] { value_.emplace(obj, api, "tensor"); }, obj, kParam))
+      return tdb::detail::pybind11_refused();
+    return tdb::detail::taken(obj, kParam);
   }
   operator tdb::TensorView*() { return &*value_; }
   operator tdb::TensorView&() { return *value_; }
@@ -204,9 +219,10 @@ class type_caster<tdb::ManagedTensor> {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
     if (!tdb::is_dlpack_tensor(obj)) return tdb::detail::refused_non_tensor(obj, tdb::detail::kSignatureTensor);
-    return tdb::detail::fill_or_note([this, obj] { value = tdb::ManagedTensor::from_python(obj, "tensor"); }, obj,
-                                     tdb::detail::kSignatureTensor) &&
-           tdb::detail::taken(obj, tdb::detail::kSignatureTensor);
+    if (!tdb::detail::fill_or_note([this, obj] { value = tdb::ManagedTensor::from_python(obj, "tensor"); }, obj,
+                                   tdb::detail::kSignatureTensor))
+      return tdb::detail::pybind11_refused();
+    return tdb::detail::taken(obj, tdb::detail::kSignatureTensor);
   }
   /*! \brief Hands the tensor to its producer's managed_tensor_to_py_object_no_sync; throws tdb::Error on failure. */
   static handle cast(tdb::ManagedTensor&& src, return_value_policy /*policy*/, handle /*parent*/) {
@@ -246,7 +262,7 @@ class tdb_typed_caster {
       return tdb::detail::refused_non_tensor(obj, kParam);
     if (!tdb::detail::fill_or_note([this, obj, api] { value_.emplace(tdb::detail::unchecked, obj, api,
                                                                      Value::DefaultName); }, obj, kParam))
-      return false;
+      return tdb::detail::pybind11_refused();
     if (Value::satisfied_by(*value_, &autograd_)) return tdb::detail::taken(obj, kParam);  // a compare each
     tdb::detail::note_violation<Value>(obj, kParam, *value_);
     value_.reset();  // another overload may take it
