@@ -43,9 +43,9 @@
  * (tdb::allocate checks rank, sizes, dtype, device and strides: a kernel indexes its output with the sizes it
  * asked for).
  *
- * A returned torch.Tensor's storage cannot grow (`out.resize_(8)` on 4 elements: torch's RuntimeError "Trying to
- * resize storage that is not resizable"), as for any torch.from_dlpack tensor: torch wraps memory that the DLPack
- * tensor's deleter frees. Shrinking works; `out.clone()` is an ordinary tensor.
+ * A returned torch.Tensor's storage cannot grow (`out.resize_(8)` on 4 elements: torch's RuntimeError
+ * "Trying to resize storage that is not resizable"), as for any torch.from_dlpack tensor: torch wraps memory that
+ * the DLPack tensor's deleter frees. Shrinking works; `out.clone()` is an ordinary tensor.
  */
 #ifndef TORCH_DLPACK_BRIDGE_OUTPUT_H_
 #define TORCH_DLPACK_BRIDGE_OUTPUT_H_
