@@ -37,7 +37,8 @@ def flatten_code_lines(xml_dir: str) -> None:
 
     Breathe 5.1 drops a line's indentation when Doxygen puts it in a run of its own (before a keyword or a
     cross-reference), so examples lost their nesting. Pygments highlights the block again anyway; what is lost
-    is only the links on names inside code blocks.
+    is only the links on names inside code blocks. The same pass joins quoted strings broken over two comment
+    lines (join_quoted_lines).
     """
     def flat(match: "re.Match[str]") -> str:
         text = re.sub(r"<[^>]+>", "", match.group(1).replace("<sp/>", " "))  # entities stay escaped
@@ -47,9 +48,20 @@ def flatten_code_lines(xml_dir: str) -> None:
         path = os.path.join(xml_dir, name)
         with open(path, encoding="utf-8") as f:
             xml = f.read()
-        if "<codeline>" in xml:
+        fixed = join_quoted_lines(re.sub(r"<codeline>(.*?)</codeline>", flat, xml, flags=re.S))
+        if fixed != xml:
             with open(path, "w", encoding="utf-8") as f:
-                f.write(re.sub(r"<codeline>(.*?)</codeline>", flat, xml, flags=re.S))
+                f.write(fixed)
+
+
+# A double-quoted string of a doc comment broken over two comment lines: Doxygen keeps the line break in the
+# text (it reads quoted strings verbatim) and Breathe ends the paragraph there, mid-quote.
+QUOTED_BREAK = re.compile(r"(&quot;[^<&]*?)\n\s*([^<]*?&quot;)")
+
+
+def join_quoted_lines(xml: str) -> str:
+    """`xml` with each quoted string's line break (in text, never in a code block's lines) made a space."""
+    return QUOTED_BREAK.sub(r"\1 \2", xml)
 
 
 def _brief(node) -> str:

@@ -113,6 +113,20 @@ def test_break_points_go_between_names_never_inside_one():
     assert break_points.add_breaks("<pre>torch.ones(2)</pre>") == "<pre>torch.ones(2)</pre>"  # code blocks: untouched
 
 
+def test_a_quoted_string_over_two_comment_lines_stays_in_one_paragraph():
+    # Doxygen's XML of autograd.h's comment: the line break kept inside the quotes, where Breathe ends a paragraph
+    sys.path.insert(0, os.path.join(REPO, "docs"))
+    try:
+        import cpp_reference
+    finally:
+        sys.path.pop(0)
+    para = "<para>A leaf (&quot;a leaf Variable that\n   requires grad is used&quot;); any</para>"
+    assert cpp_reference.join_quoted_lines(para) == \
+        "<para>A leaf (&quot;a leaf Variable that requires grad is used&quot;); any</para>"
+    code = '<codeline><highlight class="normal">f(&quot;x&quot;)</highlight></codeline>\n<codeline>'
+    assert cpp_reference.join_quoted_lines(code) == code  # a code block's lines stay lines
+
+
 # A page's tables as MEASURE_SCRIPT reports them (px): a 364 px box at 390, Furo's 742 px column at 1280.
 def measured(width, box_left, box_right, table_width, box_width, scrolls, first_right=100):
     return dict(label="case", width=width, box_left=box_left, box_right=box_right, table_width=table_width,
