@@ -24,7 +24,9 @@
 #
 # Usage: scripts/release_rehearsal.sh [--dist DIR] [ROW ...]
 #   --dist DIR  use the artifacts scripts/release_artifacts.sh already built into DIR (both architectures)
-#               instead of building them (step 1); they are checked, uploaded and installed as built ones
+#               instead of building them (step 1); they are checked, uploaded and installed as built ones.
+#               They must be of HEAD's sources (the tests of step 3 are HEAD's): the run compares the sdist's
+#               csrc/ and package with the clone's and says so in its table when they differ
 #   ROW         py3.9-torch2.4.1 py3.12-torch2.13.0 py3.13-torch2.15.0 py3.13t-torch2.12.0 aarch64-torch2.13.0
 #               sdist (default: all)
 # Env: TDB_REHEARSAL_OUT (default scripts/release_rehearsal.md: the table of rows, rewritten each run)
@@ -74,6 +76,15 @@ for kind in "cp39-abi3-*_x86_64.whl" "cp39-abi3-*_aarch64.whl" "cp313-cp313t-*_x
   [ ${#found[@]} = 1 ] || die "$dist: expected one torch_dlpack_bridge-$version-$kind"
 done
 [ -f "$dist/torch_dlpack_bridge-$version.tar.gz" ] || die "$dist: no torch_dlpack_bridge-$version.tar.gz"
+
+sources_note=""
+if [ "$dist" != "$work/dist" ]; then  # artifacts built before: of HEAD's sources?
+  mkdir "$work/sdist" && tar -xzf "$dist/torch_dlpack_bridge-$version.tar.gz" -C "$work/sdist" --strip-components=1
+  diff -rq -x '*.so' -x __pycache__ "$work/sdist/csrc" "$repo/csrc" > /dev/null &&
+    diff -rq -x '*.so' -x __pycache__ -x '*.egg-info' -x _lib "$work/sdist/torch_dlpack_bridge" "$repo/torch_dlpack_bridge" \
+      > /dev/null || sources_note="the artifacts of --dist are not of HEAD's sources (csrc/ or the package differ)"
+  [ -z "$sources_note" ] || echo "release rehearsal: $sources_note" >&2
+fi
 
 step "2. check: scripts/release_check.sh"
 "$repo/scripts/release_check.sh" "$dist" --tag "v$version" || die "the artifacts' check failed"
@@ -241,9 +252,9 @@ artifact_list=$(for a in "${artifacts[@]}"; do echo "\`$(basename "$a")\` ($(du 
                 paste -sd, - | sed 's/,/, /g')
 [ ${#failed[@]} = 0 ] || status=1
 python3 - "$out" "$results" "$artifact_list" "$matrix_row" "$docs_line" "$((SECONDS - started))" "$load" \
-  "$commit" "${failed[*]}" <<'PY' || status=1
+  "$commit" "${failed[*]}" "$sources_note" <<'PY' || status=1
 import datetime, sys
-out, results, artifacts, matrix_row, docs_line, seconds, load, commit, failed = sys.argv[1:]
+out, results, artifacts, matrix_row, docs_line, seconds, load, commit, failed, sources_note = sys.argv[1:]
 columns = ["row", "Python", "torch", "file pip chose", "compiled", "main job", "notes and time"]
 rows = [line.rstrip("\n").split("\t") for line in open(results)]
 today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -264,6 +275,7 @@ for wheel rows (`TORCH_DLPACK_BRIDGE_BUILD=0`, `CXX=/nonexistent`), its status l
 checked. The `sdist` row is a CPython that accepts no manylinux wheel (PEP 600's `_manylinux` module, set after
 torch is installed): a stand-in for what no wheel serves (free-threaded 3.14t, other platforms).
 {"**FAILED: " + failed + "** (their logs were printed by the run)." if failed else ""}
+{"Note: " + sources_note + "." if sources_note else ""}
 
 | {' | '.join(columns)} |
 |{'---|' * len(columns)}
