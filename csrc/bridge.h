@@ -29,6 +29,10 @@ int requires_grad_or_unknown(PyObject* obj) noexcept;
 // the chosen overload only (autograd.h). Never raises.
 int bump_version_or_unknown(PyObject* obj) noexcept;
 
+// Where requires_grad's common answer and the version counter lie in a torch.Tensor or nn.Parameter object
+// (dlpack.h), checked on tensors of this library's own, or nullptr where that failed. Needs the GIL (first call).
+const TDBAutogradLayout* autograd_layout() noexcept;
+
 // Owning export of a tensor (throws tdb::Error or c10::Error); shared by the exporter and the allocator.
 DLManagedTensorVersioned* export_owning(const at::Tensor& tensor);
 

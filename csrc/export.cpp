@@ -1,8 +1,12 @@
 // Export: torch tensor -> DLTensor (borrowed) and DLManagedTensorVersioned (owned).
 #include "torch_python.h"
 
+#include <ATen/ops/empty.h>
+#include <c10/core/InferenceMode.h>
+
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -355,6 +359,103 @@ bool version_layout_checked() noexcept {
 }
 
 }  // namespace
+
+namespace {
+
+// Where TensorImpl keeps its autograd meta (a private unique_ptr, so no accessor gives its address): the one
+// pointer-sized slot of a tensor that requires grad holding autograd_meta(); -1 if none or several do.
+int64_t autograd_meta_offset() {
+  at::Tensor grad = at::empty({1});
+  grad.set_requires_grad(true);
+  const c10::TensorImpl* impl = grad.unsafeGetTensorImpl();
+  const void* meta = impl->autograd_meta();
+  int64_t found = -1;
+  for (size_t at = 0; meta != nullptr && at + sizeof(void*) <= sizeof(c10::TensorImpl); at += alignof(void*)) {
+    const void* slot;
+    std::memcpy(&slot, reinterpret_cast<const char*>(impl) + at, sizeof slot);
+    if (slot != meta) continue;
+    if (found >= 0) return -1;
+    found = static_cast<int64_t>(at);
+  }
+  return found;
+}
+
+template <class T>
+T read_at(const void* base, int64_t offset) noexcept {
+  T value;
+  std::memcpy(&value, static_cast<const char*>(base) + offset, sizeof value);
+  return value;
+}
+
+// Checks `layout` on a tensor of its own: a plain one, one that requires grad, and an inference one.
+bool layout_holds(const TDBAutogradLayout& layout) {
+  at::Tensor plain = at::empty({1});
+  at::Tensor grad = at::empty({1});
+  grad.set_requires_grad(true);
+  at::Tensor inference;
+  {
+    c10::InferenceMode guard;
+    inference = at::empty({1});
+  }
+  for (const at::Tensor* t : {&plain, &grad, &inference}) {
+    c10::TensorImpl* impl = t->unsafeGetTensorImpl();
+    PyObject* obj = THPVariable_Wrap(*t);
+    if (obj == nullptr) return false;
+    const bool same_impl = read_at<c10::TensorImpl*>(obj, layout.impl_offset) == impl;
+    Py_DECREF(obj);
+    if (!same_impl) return false;
+    if (read_at<const void*>(impl, layout.autograd_meta_offset) != static_cast<const void*>(impl->autograd_meta()))
+      return false;
+    if ((read_at<const void*>(impl, layout.autograd_meta_offset) == nullptr) == t->requires_grad()) return false;
+    char* counter = read_at<char*>(impl, layout.version_counter_offset);
+    if ((counter != nullptr) != impl->version_counter().enabled()) return false;
+    if (counter != nullptr) {
+      const uint32_t before = impl->version_counter().current_version();
+      auto* v = reinterpret_cast<std::atomic<uint32_t>*>(counter + layout.version_offset);
+      if (v->load() != before) return false;
+      impl->bump_version();
+      if (v->load() != before + 1) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+// The layout a consumer header reads inline (dlpack.h, autograd.h), or nullptr when it could not be made sure of
+// on this torch (consumers then call requires_grad_or_unknown and bump_version_or_unknown). Needs the GIL once.
+const TDBAutogradLayout* autograd_layout() noexcept {
+  static const TDBAutogradLayout* const checked = []() -> const TDBAutogradLayout* {
+    static TDBAutogradLayout layout{};
+    try {
+      if (!version_layout_checked()) return nullptr;
+      at::Tensor t = at::empty({1});
+      PyObject* obj = THPVariable_Wrap(t);
+      if (obj == nullptr) {
+        PyErr_Clear();
+        return nullptr;
+      }
+      c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+      // the at::Tensor in the object, whose only member is the TensorImpl pointer
+      layout.impl_offset = reinterpret_cast<const char*>(&unpack_tensor(obj)) - reinterpret_cast<const char*>(obj);
+      Py_DECREF(obj);
+      static_assert(sizeof(at::Tensor) == sizeof(void*), "at::Tensor: one intrusive_ptr");
+      static_assert(sizeof(c10::VariableVersion) == sizeof(void*), "VariableVersion: one intrusive_ptr");
+      const char* base = reinterpret_cast<const char*>(impl);
+      layout.autograd_meta_offset = autograd_meta_offset();
+      if (layout.autograd_meta_offset < 0) return nullptr;
+      layout.version_counter_offset = reinterpret_cast<const char*>(&impl->version_counter()) - base;
+      layout.version_offset = reinterpret_cast<const char*>(version_atomic(impl->version_counter())) -
+                              *reinterpret_cast<char* const*>(&impl->version_counter());
+      layout.types[0] = THPVariableClass;
+      layout.types[1] = ParameterClass;
+      return layout_holds(layout) ? &layout : nullptr;
+    } catch (...) {
+      return nullptr;
+    }
+  }();
+  return checked;
+}
 
 // As torch.autograd.graph.increment_version(obj) for a torch.Tensor or nn.Parameter exactly: an inference tensor
 // has no version counter and is left as it is. The increment is a relaxed load and store, not torch's atomic

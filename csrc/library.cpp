@@ -38,6 +38,15 @@ TDB_EXPORT PyObject* tdb_version_bump_capsule() {
                        nullptr);
 }
 
+// A new reference to a capsule named TDB_AUTOGRAD_LAYOUT_CAPSULE_NAME holding tdb::autograd_layout(), which the
+// package publishes on torch.Tensor as __tdb_autograd_layout__; None where the layout could not be checked
+// (needs the GIL).
+TDB_EXPORT PyObject* tdb_autograd_layout_capsule() {
+  const TDBAutogradLayout* layout = tdb::autograd_layout();
+  if (layout == nullptr) Py_RETURN_NONE;
+  return PyCapsule_New(const_cast<TDBAutogradLayout*>(layout), TDB_AUTOGRAD_LAYOUT_CAPSULE_NAME, nullptr);
+}
+
 // The table's address (the DLPack 1.2 int name holds it).
 TDB_EXPORT const DLPackExchangeAPI* tdb_exchange_api() { return &tdb::g_exchange_api; }
 

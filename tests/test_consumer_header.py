@@ -833,6 +833,33 @@ def test_the_published_bump_bumps_as_torchs_increment_version():
     assert bump(np.ones(2)) == -1 and bump(None) == -1
 
 
+def test_the_published_layout_finds_torchs_fields():
+    """__tdb_autograd_layout__ (dlpack.h's TDBAutogradLayout), which the headers read inline: read through it from
+    Python, the fields are torch's (the version as x._version says it; no autograd meta unless it requires grad)."""
+    import torch_dlpack_bridge  # noqa: F401
+
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    fields = (ctypes.c_int64 * 6).from_address(get(torch.Tensor.__tdb_autograd_layout__,
+                                                   b"torch_dlpack_bridge.autograd_layout"))
+    assert list(fields[:2]) == [id(torch.Tensor), id(torch.nn.Parameter)]
+    impl_at, meta_at, counter_at, version_at = fields[2:]
+
+    def pointer(address):
+        return ctypes.c_void_p.from_address(address).value
+
+    for x in [torch.ones(2), torch.nn.Parameter(torch.ones(2)), torch.ones(3, requires_grad=True) * 2]:
+        x.detach().add_(1)
+        impl = pointer(id(x) + impl_at)
+        assert bool(pointer(impl + meta_at)) == x.requires_grad
+        assert ctypes.c_uint32.from_address(pointer(impl + counter_at) + version_at).value == x._version == 1
+    fresh = torch.ones(2)
+    assert not pointer(pointer(id(fresh) + impl_at) + meta_at)
+    with torch.inference_mode():
+        inference = torch.ones(2)
+    assert pointer(pointer(id(inference) + impl_at) + counter_at) is None  # no counter: nothing to bump
+
+
 def test_commit_write_bumps_every_torch_tensor_once_and_nothing_else(probe):
     import torch_dlpack_bridge  # noqa: F401
 

@@ -248,6 +248,7 @@ def test_install_publishes_the_autograd_probe_whichever_table_and_uninstall_remo
     capsule = torch.Tensor.__dict__["__tdb_autograd_probe__"]
     assert _get_pointer(capsule, b"torch_dlpack_bridge.autograd_probe")
     assert _get_pointer(torch.Tensor.__dict__["__tdb_version_bump__"], b"torch_dlpack_bridge.version_bump")
+    assert _get_pointer(torch.Tensor.__dict__["__tdb_autograd_layout__"], b"torch_dlpack_bridge.autograd_layout")
     torch_dlpack_bridge.uninstall()
-    assert not hasattr(torch.Tensor, "__tdb_autograd_probe__")
-    assert not hasattr(torch.Tensor, "__tdb_version_bump__")
+    for name in ("__tdb_autograd_probe__", "__tdb_version_bump__", "__tdb_autograd_layout__"):
+        assert not hasattr(torch.Tensor, name)

@@ -29,7 +29,7 @@ TIMEOUT_ENV = "TORCH_DLPACK_BRIDGE_BUILD_TIMEOUT"
 """Seconds one compiler command may take at import before the build is abandoned (default 600)."""
 SHIPPED_DIR = os.path.join(_build.PACKAGE_DIR, "_lib")
 SYMBOLS = ("tdb_build_info", "tdb_exchange_api", "tdb_exchange_api_capsule", "tdb_autograd_probe_capsule",
-           "tdb_version_bump_capsule")
+           "tdb_version_bump_capsule", "tdb_autograd_layout_capsule")
 
 
 class Unusable(Exception):

@@ -27,6 +27,10 @@ BUMP_ATTR = "__tdb_version_bump__"
 """This project's own (not DLPack): a PyCapsule named ``"torch_dlpack_bridge.version_bump"`` holding the C
 function with which the consumer headers bump a written torch.Tensor's version counter in a few ns, as
 ``torch.autograd.graph.increment_version`` does (autograd.h)."""
+LAYOUT_ATTR = "__tdb_autograd_layout__"
+"""This project's own (not DLPack): a PyCapsule named ``"torch_dlpack_bridge.autograd_layout"`` holding where
+requires_grad's common answer and the version counter lie in a torch.Tensor object (dlpack.h's TDBAutogradLayout),
+checked by the table library on tensors of its own; absent where that failed (autograd.h)."""
 PREFER_ENV = "TORCH_DLPACK_BRIDGE_PREFER"
 """Environment variable read by the import-time :func:`install`: ``bridge`` (default) or ``torch``."""
 HOOK_MODULE = "_torch_dlpack_bridge_autoload"
@@ -63,6 +67,7 @@ def publish_at_import(explicit: bool, retry_failed: bool = False) -> None:
         library.tdb_exchange_api.restype = ctypes.c_void_p
         library.tdb_autograd_probe_capsule.restype = ctypes.py_object
         library.tdb_version_bump_capsule.restype = ctypes.py_object
+        library.tdb_autograd_layout_capsule.restype = ctypes.py_object
         _ADDRESS = library.tdb_exchange_api()
         _library, _library_info = library, info
         install()
@@ -157,17 +162,20 @@ def install(prefer: Optional[str] = None) -> None:
     # Whichever table is preferred, they are this library's (they read torch's tensors, not a table).
     setattr(torch.Tensor, PROBE_ATTR, _library.tdb_autograd_probe_capsule())
     setattr(torch.Tensor, BUMP_ATTR, _library.tdb_version_bump_capsule())
+    layout = _library.tdb_autograd_layout_capsule()
+    if layout is not None:
+        setattr(torch.Tensor, LAYOUT_ATTR, layout)
     setattr(torch.Tensor, CAPSULE_ATTR, capsule)
     setattr(torch.Tensor, INT_ATTR, address)
 
 
 def uninstall() -> None:
     """Put back what ``torch.Tensor`` had under both names before :func:`install`, and remove
-    ``__tdb_autograd_probe__`` and ``__tdb_version_bump__``."""
+    ``__tdb_autograd_probe__``, ``__tdb_version_bump__`` and ``__tdb_autograd_layout__``."""
     global _saved
     if _saved is None:
         return
-    for name in (PROBE_ATTR, BUMP_ATTR):
+    for name in (PROBE_ATTR, BUMP_ATTR, LAYOUT_ATTR):
         if name in torch.Tensor.__dict__:
             delattr(torch.Tensor, name)
     for name, value in _saved.items():

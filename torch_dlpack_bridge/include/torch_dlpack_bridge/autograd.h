@@ -24,10 +24,15 @@
  *    std::optional or std::vector of written tensors bumps each element when the container is converted); or
  *    tdb::Tensor's checking constructor, which a kernel calls in its body (the raw CPython flavour).
  *
- * Cost, per written parameter: for a torch.Tensor or nn.Parameter, a few ns: torch_dlpack_bridge publishes
- * on torch.Tensor two C functions (TDB_AUTOGRAD_PROBE_ATTR reads requires_grad as torch's in-place operations
- * read it, the C++ flag; TDB_VERSION_BUMP_ATTR bumps the counter, no GIL needed), found with the exchange table,
- * in the same per-type cache lookup as the view's table (table.h). Where the probe answers "unknown" (a
+ * Cost, per written parameter: for a torch.Tensor or nn.Parameter, a few instructions inline: torch_dlpack_bridge
+ * publishes on torch.Tensor where the TensorImpl, its autograd meta and its version counter lie in such an object
+ * (TDB_AUTOGRAD_LAYOUT_ATTR, checked by the table library on tensors of its own), so that no autograd meta means
+ * "does not require grad" without a call, and the bump is a relaxed load and store of the counter (torch's atomic
+ * increment costs about 5 ns, as much as the rest of the parameter; the counter only has to change, which it
+ * does unless another thread writes the same tensor at the same moment, a race on its data anyway). Tensors with
+ * autograd meta ask the C function TDB_AUTOGRAD_PROBE_ATTR (requires_grad as torch's in-place operations read it,
+ * the C++ flag); without the layout, TDB_VERSION_BUMP_ATTR bumps. All are found with the exchange table, in the
+ * same per-type cache lookup as the view's table (table.h), and need no GIL. Where the probe answers "unknown" (a
  * subclass: it may answer through its own __torch_function__) or the type has none (the package not imported
  * before the type's first use, NumPy arrays and other producers): one attribute read (`requires_grad`, no
  * exception when there is none), about 40 ns for a torch.Tensor, microseconds for a subclass with its own
@@ -36,6 +41,10 @@
  */
 #ifndef TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
 #define TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
 
 #include "torch_dlpack_bridge/config.h"
 #include "torch_dlpack_bridge/errors.h"
@@ -74,6 +83,39 @@ inline int optional_attr(PyObject* obj, PyObject* name, PyObject** result) noexc
 #endif
 }
 
+/*! \brief The pointer-sized field at `base` + `offset` (a layout's, dlpack.h). */
+TDB_ALWAYS_INLINE inline char* field_at(const void* base, int64_t offset) noexcept {
+  char* value;
+  std::memcpy(&value, static_cast<const char*>(base) + offset, sizeof value);
+  return value;
+}
+/*! \brief True when `layout` describes obj: a torch.Tensor or nn.Parameter exactly. */
+TDB_ALWAYS_INLINE inline bool described_by(const TDBAutogradLayout& layout, PyObject* obj) noexcept {
+  const void* type = Py_TYPE(obj);
+  return type == layout.types[0] || type == layout.types[1];
+}
+/*!
+ * \brief False when obj, described by `layout`, has no autograd meta, so does not require grad (the common
+ * answer, inline); true when it may (the probe decides) or `layout` does not describe it.
+ */
+TDB_ALWAYS_INLINE inline bool has_autograd_meta(const TDBAutogradLayout& layout, PyObject* obj) noexcept {
+  if (!described_by(layout, obj)) return true;
+  return field_at(field_at(obj, layout.impl_offset), layout.autograd_meta_offset) != nullptr;
+}
+/*!
+ * \brief Bumps the version counter of obj, described by `layout`, as the table library's bump does (a relaxed
+ * load and store; nothing for an inference tensor, which has no counter): true; false when `layout` does not
+ * describe obj. Read at the time of the bump, so whatever happened to obj since the decision is seen.
+ */
+TDB_ALWAYS_INLINE inline bool bump_inline(const TDBAutogradLayout& layout, PyObject* obj) noexcept {
+  if (!described_by(layout, obj)) return false;
+  if (char* counter = field_at(field_at(obj, layout.impl_offset), layout.version_counter_offset)) {
+    auto* version = reinterpret_cast<std::atomic<uint32_t>*>(counter + layout.version_offset);
+    version->store(version->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
 /*!
  * \brief autograd_refuses_write() for a tensor that requires grad: torch's grad mode decides (see the file
  * comment). Out of line: a training step's rare path, Python calls of a microsecond.
@@ -96,16 +138,12 @@ TDB_NOINLINE inline const char* write_requiring_grad(PyObject* obj) noexcept {
   return why;
 }
 
-/*!
- * \brief nullptr when a kernel may write `obj` (borrowed), else why not (one of the messages above). Has no
- * effect (the bump is commit_write's), never throws, leaves no Python exception set. A tensor that does not
- * require grad costs a call of its type's probe (see the file comment), or one attribute read. `known`: the
- * type's functions, when the caller looked its table up (else they are looked up here).
- */
-inline const char* autograd_refuses_write(PyObject* obj, const AutogradFunctions* known = nullptr) noexcept {
+/*! \brief autograd_refuses_write() past the inline answer: the probe, or the attribute read. */
+TDB_NOINLINE inline const char* autograd_refuses_write_slow(PyObject* obj, const AutogradFunctions* known) noexcept {
   AutogradFunctions f;
   if (known) f = *known;
   else cached_table(table_cache(), Py_TYPE(obj), &f);  // the view was just taken: its type's table is cached
+  if (f.layout && !has_autograd_meta(*f.layout, obj)) return nullptr;  // the common answer, read inline
   if (f.probe) {
     const int requires_grad = f.probe(obj);
     if (requires_grad >= 0) return requires_grad ? write_requiring_grad(obj) : nullptr;
@@ -119,6 +157,19 @@ inline const char* autograd_refuses_write(PyObject* obj, const AutogradFunctions
   const bool requires_grad = flag == Py_True;
   Py_XDECREF(flag);
   return requires_grad ? write_requiring_grad(obj) : nullptr;
+}
+
+/*!
+ * \brief nullptr when a kernel may write `obj` (borrowed), else why not (one of the messages above). Has no
+ * effect (the bump is commit_write's), never throws, leaves no Python exception set. `known`: the type's
+ * autograd functions, when the caller looked its table up (else they are looked up here). A torch.Tensor that
+ * has no autograd meta is answered inline through the layout; otherwise a call of its type's probe (see the file
+ * comment), or one attribute read.
+ */
+TDB_ALWAYS_INLINE inline const char* autograd_refuses_write(PyObject* obj,
+                                                       const AutogradFunctions* known = nullptr) noexcept {
+  if (known && known->layout && !has_autograd_meta(*known->layout, obj)) return nullptr;
+  return autograd_refuses_write_slow(obj, known);
 }
 
 /*!
@@ -150,17 +201,24 @@ TDB_NOINLINE inline void bump_version_in_python(PyObject* obj) noexcept {
   PyGILState_Release(gil);
 }
 
-/*!
- * \brief Bumps the version counter of a written tensor `obj` (borrowed, alive), once per accepted write (see
- * the file comment): its type's C bump, a few ns and no GIL needed, else bump_version_in_python(). Never throws.
- * `known`: as for autograd_refuses_write().
- */
-inline void commit_write(PyObject* obj, const AutogradFunctions* known = nullptr) noexcept {
+/*! \brief commit_write() past the inline bump: the type's C bump, else bump_version_in_python(). */
+TDB_NOINLINE inline void commit_write_slow(PyObject* obj, const AutogradFunctions* known) noexcept {
   AutogradFunctions f;
   if (known) f = *known;
   else cached_table(table_cache(), Py_TYPE(obj), &f);
+  if (f.layout && bump_inline(*f.layout, obj)) return;
   if (f.bump && f.bump(obj) == 0) return;
   bump_version_in_python(obj);
+}
+
+/*!
+ * \brief Bumps the version counter of a written tensor `obj` (borrowed, alive), once per accepted write (see
+ * the file comment): inline through the layout for a torch.Tensor or nn.Parameter, else its type's C bump (no GIL
+ * needed either way), else bump_version_in_python(). Never throws. `known`: as for autograd_refuses_write().
+ */
+TDB_ALWAYS_INLINE inline void commit_write(PyObject* obj, const AutogradFunctions* known = nullptr) noexcept {
+  if (known && known->layout && bump_inline(*known->layout, obj)) return;
+  commit_write_slow(obj, known);
 }
 
 }  // namespace detail

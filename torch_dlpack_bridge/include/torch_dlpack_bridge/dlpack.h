@@ -250,6 +250,29 @@ typedef struct DLPackExchangeAPI {
 /*! \brief The name of the PyCapsule held by TDB_VERSION_BUMP_ATTR. */
 #define TDB_VERSION_BUMP_CAPSULE_NAME "torch_dlpack_bridge.version_bump"
 
+/*!
+ * \brief This project's addition (not DLPack): where the fields a written parameter reads and writes lie in a
+ * torch.Tensor or nn.Parameter object of exactly these types, so that a consumer header reads requires_grad's
+ * common answer and bumps the version counter inline, without a call (autograd.h). The table library fills it
+ * for the torch it was built against and checks it on tensors of its own before publishing it.
+ */
+typedef struct TDBAutogradLayout {
+  /*! \brief The types whose objects this layout describes (torch.Tensor, torch.nn.Parameter; either may be NULL). */
+  const void* types[2];
+  /*! \brief The TensorImpl pointer lies at (char*)object + impl_offset. */
+  int64_t impl_offset;
+  /*! \brief The autograd meta pointer lies at (char*)impl + autograd_meta_offset: NULL means no requires_grad. */
+  int64_t autograd_meta_offset;
+  /*! \brief The version counter pointer lies at (char*)impl + version_counter_offset: NULL, no counter (inference). */
+  int64_t version_counter_offset;
+  /*! \brief The version, a 32-bit atomic, lies at (char*)counter + version_offset. */
+  int64_t version_offset;
+} TDBAutogradLayout;
+/*! \brief The attribute on torch.Tensor holding a PyCapsule of a `const TDBAutogradLayout*` (absent: none checked). */
+#define TDB_AUTOGRAD_LAYOUT_ATTR "__tdb_autograd_layout__"
+/*! \brief The name of the PyCapsule held by TDB_AUTOGRAD_LAYOUT_ATTR. */
+#define TDB_AUTOGRAD_LAYOUT_CAPSULE_NAME "torch_dlpack_bridge.autograd_layout"
+
 #if defined(__cplusplus) && __cplusplus >= 201103L
 static_assert(sizeof(DLDevice) == 8, "DLDevice layout");
 static_assert(sizeof(DLDataType) == 4, "DLDataType layout");

@@ -370,12 +370,12 @@ class NanobindTypedArg : public NanobindHeld<V> {
   // A written tensor's version counter is bumped (Tensor::commit()) when nanobind converts the argument, which
   // it does for the chosen overload only, right before the body; not for a tdb::detail::Uncommitted element of
   // a std::optional or std::vector, which nanobind converts while it loads them (NanobindContainer commits).
-  explicit operator V*() { return &commit(); }
-  explicit operator V&() { return commit(); }
-  explicit operator V&&() { return std::move(commit()); }
+  TDB_ALWAYS_INLINE explicit operator V*() { return &commit(); }
+  TDB_ALWAYS_INLINE explicit operator V&() { return commit(); }
+  TDB_ALWAYS_INLINE explicit operator V&&() { return std::move(commit()); }
 
  private:
-  V& commit() {
+  TDB_ALWAYS_INLINE V& commit() {
     V& value = this->held();  // throws a kept exception (NanobindDeferred)
     if constexpr (std::is_same_v<V, Tensor<Ts...>>) value.commit(&autograd_);
     return value;

@@ -268,12 +268,12 @@ class tdb_typed_caster {
     value_.reset();  // another overload may take it
     return false;
   }
-  operator Held*() { return &commit(); }
-  operator Held&() { return commit(); }
-  operator Held&&() && { return std::move(commit()); }
+  TDB_ALWAYS_INLINE operator Held*() { return &commit(); }
+  TDB_ALWAYS_INLINE operator Held&() { return commit(); }
+  TDB_ALWAYS_INLINE operator Held&&() && { return std::move(commit()); }
 
  private:
-  Held& commit() noexcept {
+  TDB_ALWAYS_INLINE Held& commit() noexcept {
     if constexpr (std::is_same<Held, Value>::value) value_->commit(&autograd_);
     return *value_;
   }

@@ -77,27 +77,35 @@ inline const DLPackExchangeAPI* read_table(PyTypeObject* type, std::string* why)
 }
 
 /*!
- * \brief A type's TDB_AUTOGRAD_PROBE_ATTR or TDB_VERSION_BUMP_ATTR function (dlpack.h; autograd.h calls them),
- * nullptr when it has none usable. Read with the table and cached with it: one lookup per type.
+ * \brief What a type's TDB_AUTOGRAD_LAYOUT_ATTR, TDB_AUTOGRAD_PROBE_ATTR or TDB_VERSION_BUMP_ATTR capsule holds
+ * (dlpack.h; autograd.h uses them), nullptr when it has none usable. Read with the table and cached with it: one
+ * lookup per type.
  */
 using AutogradProbe = int (*)(PyObject*);
-inline AutogradProbe read_autograd_function(PyTypeObject* type, const char* attr_name,
-                                            const char* capsule_name) noexcept {
+inline void* read_autograd_capsule(PyTypeObject* type, const char* attr_name, const char* capsule_name) noexcept {
   PyObject* attr = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), attr_name);
   void* p = attr && PyCapsule_IsValid(attr, capsule_name) ? PyCapsule_GetPointer(attr, capsule_name) : nullptr;
   Py_XDECREF(attr);
   PyErr_Clear();  // absent: the generic Python path
-  return reinterpret_cast<AutogradProbe>(p);
+  return p;
 }
-/*! \brief The two functions autograd.h uses for a written parameter of this type (each may be nullptr). */
+/*!
+ * \brief What autograd.h uses for a written parameter of this type (each may be nullptr): the layout that answers
+ * inline for torch.Tensor and nn.Parameter objects, else the two functions.
+ */
 struct AutogradFunctions {
+  const TDBAutogradLayout* layout = nullptr;
   AutogradProbe probe = nullptr;  // requires_grad: 1, 0, or -1 (unknown)
   AutogradProbe bump = nullptr;   // the version counter bumped (0), or -1 (unknown)
 };
 inline AutogradFunctions read_autograd_functions(PyTypeObject* type) noexcept {
   AutogradFunctions f;
-  f.probe = read_autograd_function(type, TDB_AUTOGRAD_PROBE_ATTR, TDB_AUTOGRAD_PROBE_CAPSULE_NAME);
-  f.bump = read_autograd_function(type, TDB_VERSION_BUMP_ATTR, TDB_VERSION_BUMP_CAPSULE_NAME);
+  f.layout = static_cast<const TDBAutogradLayout*>(
+      read_autograd_capsule(type, TDB_AUTOGRAD_LAYOUT_ATTR, TDB_AUTOGRAD_LAYOUT_CAPSULE_NAME));
+  f.probe = reinterpret_cast<AutogradProbe>(
+      read_autograd_capsule(type, TDB_AUTOGRAD_PROBE_ATTR, TDB_AUTOGRAD_PROBE_CAPSULE_NAME));
+  f.bump = reinterpret_cast<AutogradProbe>(
+      read_autograd_capsule(type, TDB_VERSION_BUMP_ATTR, TDB_VERSION_BUMP_CAPSULE_NAME));
   return f;
 }
 
