@@ -118,5 +118,6 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   tdb::explain_refusals(m);
   // Defined after explain_refusals: not wrapped (the library's message, no reasons).
   m.def("late", [](Vec x) { return x.size(0); }, py::arg("x"));
+  m.def("late_c", [](C<float> x) { return got(x); }, py::arg("x"));
   m.def("late_total", [](std::vector<Vec> xs) { return sum(xs); }, py::arg("xs"));
 }

@@ -411,12 +411,13 @@ def test_a_callback_that_lets_a_refusal_through_runs_once(refusal_modules, m, in
 
 
 def test_another_functions_error_let_through_without_a_frame_gets_no_lines(m):
-    # late() is not wrapped: its refusal has no lines and, through functools.partial, no traceback either; apply's
-    # own notes (its float32 overload refused the float64 tensor) are not added to it: the name is not apply's.
+    # late_c() is not wrapped: its refusal has no lines and, through functools.partial, no traceback either; apply's
+    # own notes (its float32 overload refused the float64 x) are not added to it, though its listing also has an x
+    # of that type: the name is not apply's.
     import functools
 
-    with pytest.raises(TypeError, match=r"^late\(\): incompatible function arguments") as info:
-        m.apply(functools.partial(m.late, F64()), torch.ones(2, 4, dtype=torch.float64))
+    with pytest.raises(TypeError, match=r"^late_c\(\): incompatible function arguments") as info:
+        m.apply(callback=functools.partial(m.late_c, F64()), x=torch.ones(2, 4, dtype=torch.float64))
     assert WHY not in str(info.value)
 
 
