@@ -239,10 +239,12 @@ inline std::string producer_why(const Noted& n) {
 }
 
 /*!
- * \brief For the binding casters: runs `fill` (which makes the caster's value); a refusal (any exception: the
- * producer's, a data-less tensor's) is noted with its exception in a wrapped call, its Python exception dropped,
- * and false lets the binding library try the next overload or raise its own TypeError. Never throws. Inlined
- * (as the view's constructors are): a call here costs about as much as the checks.
+ * \brief For the binding casters: runs `fill` (which makes the caster's value); a refusal (a TypeError or
+ * BufferError: the producer's, a data-less tensor's; refusal_raised()) is noted with its exception in a wrapped
+ * call, its Python exception dropped, and false lets the binding library try the next overload or raise its own
+ * TypeError. Any other exception (KeyboardInterrupt, MemoryError, ...) is left raised, as it is, with false: the
+ * caster raises it (pybind11.h, nanobind.h). Never throws. Inlined (as the view's constructors are): a call here
+ * costs about as much as the checks.
  */
 template <class F>
 TDB_ALWAYS_INLINE inline bool fill_or_note(F&& fill, PyObject* obj, const char* param) noexcept {
@@ -251,6 +253,7 @@ TDB_ALWAYS_INLINE inline bool fill_or_note(F&& fill, PyObject* obj, const char* 
         return Py_None;  // borrowed: only a success marker
       }))
     return true;
+  if (!refusal_raised()) return false;  // not about the tensor: the caster raises it
   note(obj, param, [](Noted& n) {
     n.error = fetch_exception();
     n.why = &producer_why;
