@@ -870,7 +870,7 @@ real_fork_exec = getattr(holder, name)
 program = {"watchdog": sys.executable, "compiler": os.environ.get("CXX")}.get(moment)
 
 def fork_exec(args, *rest):
-    if building.is_set() and not asked.is_set() and os.fsdecode(args[0]) == program:
+    if building.is_set() and not asked.is_set() and program in map(os.fsdecode, args):
         fork_now()
     return real_fork_exec(args, *rest)
 

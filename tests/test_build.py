@@ -173,3 +173,34 @@ def test_a_fork_whose_wait_for_a_program_start_was_interrupted_releases_nothing_
         done.set()
         thread.join()
     _build._after_fork_in_parent()  # held by no one
+
+
+def test_a_builder_killed_as_it_starts_a_command_leaves_that_command_unrun(tmp_path):
+    """A builder that dies (SIGKILL) after starting a command but before telling the watchdog its process group:
+    the command never runs (it ran, unknown to the watchdog, and outlived the build)."""
+    import sys
+
+    started, ran = tmp_path / "started", tmp_path / "ran"
+    builder = f"""
+import importlib.util, os, signal, sys
+spec = importlib.util.spec_from_file_location("tdb_build", {_build.__file__!r})  # as setup.py: no torch
+build = sys.modules["tdb_build"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(build)
+def tell(self, line):
+    if line.startswith("+"):  # the command's process is there, the watchdog not yet told: the builder dies
+        with open({str(started)!r}, "w") as f:
+            f.write(line[1:])
+        os.kill(os.getpid(), signal.SIGKILL)
+build.Commands._tell = tell
+with build.Commands() as commands:
+    commands.run(["sh", "-c", "echo $$ > {ran}; exec sleep 600"])
+"""
+    builder_process = subprocess.run([sys.executable, "-c", builder], capture_output=True, text=True, timeout=120)
+    assert builder_process.returncode == -9 and started.exists(), builder_process.stderr[-3000:]
+    pid = int(started.read_text())
+    deadline = time.monotonic() + 120  # generous: a loaded machine is slow to start a process
+    while not ran.exists() and os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if ran.exists():  # the test's own clean-up: the command it started
+        os.kill(int(ran.read_text()), 9)
+    assert not ran.exists(), "the command ran, and the watchdog never knew it"

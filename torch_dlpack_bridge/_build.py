@@ -337,6 +337,13 @@ def no_fork_meanwhile():
         yield
 
 
+RUN_WHEN_TOLD = 'read -r go && exec "$@"'
+"""How a command starts (/bin/sh, the command as its arguments): it runs only once a line comes on its stdin, which
+the builder writes after telling the watchdog the command's process group. A builder ending before that (SIGKILL
+while it starts the command) closes the pipe, and the command ends without running: no command runs that the
+watchdog does not know. The pipe is made and closed while no fork can happen (no_fork_meanwhile)."""
+
+
 class Commands:
     """The compiler commands of one build, each in a process group of its own, so that a failure or Ctrl-C
     stops them all at once: the driver and the compiler proper it started, and no command starts after that.
@@ -390,10 +397,18 @@ class Commands:
             with self._lock, no_fork_meanwhile():  # the watchdog knows the command before any fork
                 if self._stopped:
                     raise RuntimeError("the build was stopped")
-                process = subprocess.Popen(list(command), stdout=output_file, stderr=subprocess.STDOUT,
-                                           start_new_session=True)
-                self._running.add(process)
-                self._tell(f"+{process.pid}")
+                go_read, go_write = os.pipe()
+                try:
+                    process = subprocess.Popen(["/bin/sh", "-c", RUN_WHEN_TOLD, "sh", *command], stdin=go_read,
+                                               stdout=output_file, stderr=subprocess.STDOUT, start_new_session=True)
+                    self._running.add(process)
+                    self._tell(f"+{process.pid}")
+                    os.write(go_write, b"\n")
+                except BrokenPipeError:
+                    pass  # the command was killed before it ran: its status says so
+                finally:
+                    os.close(go_read)
+                    os.close(go_write)
             try:
                 with process:
                     try:
