@@ -180,6 +180,8 @@ def test_a_builder_killed_as_it_starts_a_command_leaves_that_command_unrun(tmp_p
     the command never runs (it ran, unknown to the watchdog, and outlived the build)."""
     import sys
 
+    from test_autoload import alive
+
     started, ran = tmp_path / "started", tmp_path / "ran"
     builder = f"""
 import importlib.util, os, signal, sys
@@ -199,7 +201,7 @@ with build.Commands() as commands:
     assert builder_process.returncode == -9 and started.exists(), builder_process.stderr[-3000:]
     pid = int(started.read_text())
     deadline = time.monotonic() + 120  # generous: a loaded machine is slow to start a process
-    while not ran.exists() and os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+    while not ran.exists() and alive([pid]) and time.monotonic() < deadline:
         time.sleep(0.05)
     if ran.exists():  # the test's own clean-up: the command it started
         os.kill(int(ran.read_text()), 9)
