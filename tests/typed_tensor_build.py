@@ -22,7 +22,9 @@ def binding_flags(flavour):
 
     inc = nanobind.include_dir()
     robin = os.path.join(os.path.dirname(inc), "ext", "robin_map", "include")
-    return ["-DTDB_USE_NANOBIND", f"-isystem{inc}", f"-isystem{robin}"], [
+    # -fvisibility=hidden as nanobind's own build sets it: without it two such modules in one process share
+    # robin_map's function-local statics (STB_GNU_UNIQUE), and the second module's first class crashed nanobind.
+    return ["-DTDB_USE_NANOBIND", "-fvisibility=hidden", f"-isystem{inc}", f"-isystem{robin}"], [
         os.path.join(os.path.dirname(inc), "src", "nb_combined.cpp")]
 
 

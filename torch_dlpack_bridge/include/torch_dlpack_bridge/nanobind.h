@@ -141,7 +141,7 @@ PyObject* nanobind_explained(PyObject* f, PyObject* const* args, size_t nargsf, 
  * \brief Wraps `f` if it is a nanobind function (any module's: the wrapper calls whatever entry point it had):
  * its vectorcall slot, which every call reads, gets the explaining wrapper of its entry point.
  */
-inline bool wrap_nanobind_function(PyObject* f) {
+TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
   static constexpr Vectorcall wrappers[kNanobindEntries] = {
       &nanobind_explained<0>, &nanobind_explained<1>, &nanobind_explained<2>, &nanobind_explained<3>,
       &nanobind_explained<4>, &nanobind_explained<5>, &nanobind_explained<6>, &nanobind_explained<7>};
