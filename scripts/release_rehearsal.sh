@@ -30,6 +30,7 @@
 #   ROW         py3.9-torch2.4.1 py3.12-torch2.13.0 py3.13-torch2.15.0 py3.13t-torch2.12.0 aarch64-torch2.13.0
 #               sdist (default: all)
 # Env: TDB_REHEARSAL_OUT (default scripts/release_rehearsal.md: the table of rows, rewritten each run)
+#      TDB_REHEARSAL_REV (default HEAD: the commit rehearsed, e.g. the one --dist's artifacts were built from)
 #      TDB_REHEARSAL_INDEX (the registry for torch, default https://pypi.org/simple)
 # Needs: root and Debian 12 (scripts/aarch64_env.sh, scripts/freethreaded_env.sh), CPython 3.9, 3.11, 3.12 and
 # 3.13 (pyenv's or on PATH), a C++ compiler, about 15 GB free for the environment of a row (each removed after it).
@@ -55,7 +56,8 @@ die() { echo "release rehearsal: $*" >&2; exit 1; }
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
 started=$SECONDS
 failed=()  # the steps 3-4 that failed: the rows still run, the rehearsal fails at the end
-git clone -q "$repo" "$work/src" || die "cloning $repo failed"
+git clone -q "$repo" "$work/src" && git -C "$work/src" checkout -q "${TDB_REHEARSAL_REV:-HEAD}" ||
+  die "cloning $repo at ${TDB_REHEARSAL_REV:-HEAD} failed"
 commit=$(git -C "$work/src" rev-parse --short HEAD)
 repo=$work/src  # the scripts below are the clone's
 
@@ -93,12 +95,13 @@ step "3. wheel checks: scripts/wheel_matrix.sh 2.13.0:3.11"
 TDB_WHEEL_DIR=$dist TDB_MATRIX_DIR=$work/matrix TDB_MATRIX_OUT=$work/wheel_matrix.md \
   "$repo/scripts/wheel_matrix.sh" 2.13.0:3.11 > "$work/wheel_matrix.log" 2>&1 ||
   { tail -n 30 "$work/wheel_matrix.log"; failed+=("scripts/wheel_matrix.sh"); }
-matrix_row=$(grep -E '^\| x86_64 \| 2\.13\.0 \| 3\.11 ' "$work/wheel_matrix.md" | cut -d'|' -f6,7 | sed 's/^ *//')
+matrix_row=$(grep -E '^\| x86_64 \| 2\.13\.0 \| 3\.11 ' "$work/wheel_matrix.md" |
+             awk -F' *[|] *' '{print "main job " $6 ", smoke tests " $7}')
 
 step "4. docs: scripts/build_docs.sh"
 "$repo/scripts/build_docs.sh" --wheel-from "$dist" "$work/site" > "$work/docs.log" 2>&1 ||
   { tail -n 30 "$work/docs.log"; failed+=("scripts/build_docs.sh"); }
-docs_line=$(grep -E '^docs:' "$work/docs.log" | tail -n 1)
+docs_line=$(grep -E '^docs:' "$work/docs.log" | tail -n 1 | sed 's/ into .*//')
 
 step "5. upload: pypiserver on 127.0.0.1, twine upload"
 python3 -m venv "$work/server"
@@ -213,7 +216,7 @@ for row in "${rows[@]}"; do
     first_s=$((SECONDS - t2))
     echo "$first" | grep -q "building the exchange table" && echo "$first" | grep -q "^published True" ||
       { fail "the first import did not build and publish the table"; continue; }
-    compiled="$compiled; at the first \`import torch\`: the table (\"$(echo "$first" | grep -m 1 -o 'building the exchange table[^(]*' | sed 's/, *$//')\", ${first_s} s)"
+    compiled="$compiled; at the first \`import torch\`: the table (\"$(echo "$first" | grep -m 1 -o 'building the exchange table[^(]*' | sed 's/[, ]*$//')\", ${first_s} s)"
   fi
   t3=$SECONDS
   main_out=$(cd "$work" && env "${forbid[@]}" "${run[@]}" "$vpython" ${warn[@]+"${warn[@]}"} -m torch_dlpack_bridge 2>&1)
