@@ -316,10 +316,12 @@ class tdb_container_caster {
     return value_;
   }
 };
+/*! \brief std::optional of a typed tensor (see tdb_container_caster). */
 template <class... Ts>
 class type_caster<std::optional<tdb::Tensor<Ts...>>>
     : public tdb_container_caster<std::optional<tdb::Tensor<Ts...>>,
                                   std::optional<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>> {};
+/*! \brief std::vector of typed tensors (see tdb_container_caster). */
 template <class... Ts>
 class type_caster<std::vector<tdb::Tensor<Ts...>>>
     : public tdb_container_caster<std::vector<tdb::Tensor<Ts...>>,
