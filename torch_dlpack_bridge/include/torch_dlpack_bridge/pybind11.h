@@ -296,7 +296,7 @@ class type_caster<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>
  * have done as it loaded them, in every overload it tried.
  */
 template <class Container, class Inner>
-class tdb_container_caster {
+class TDB_MODULE_LOCAL tdb_container_caster {  // hidden as its field, pybind11's own caster (-Werror=attributes)
   make_caster<Inner> inner_;
   Container value_;
 
