@@ -4,6 +4,7 @@ case; torch's own table shows its known defects; a producer that crashes fails i
 check; a target that prints, crashes or hangs at import, or leaves helper processes, neither takes the checker
 down nor makes it wait past its --timeout."""
 
+import ctypes
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import torch
 
 import planted
 import torch_dlpack_bridge
-from torch_dlpack_bridge.check import NAMES, Interrupted, cases, interpreter, runner
+from torch_dlpack_bridge.check import NAMES, Interrupted, _abi, cases, interpreter, runner
 from torch_dlpack_bridge.check.pytest_entry import conformance_tests
 
 PLANTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "planted.py")
@@ -167,6 +168,43 @@ def test_nothing_compared_is_never_a_pass(monkeypatch):
     monkeypatch.setattr(cases, "CASES", [("looks-at-nothing", lambda ctx: (0, "no tensor"), "")])
     assert cases.run_case(None, "looks-at-nothing") == {"case": "looks-at-nothing", "status": "SKIP",
                                                         "detail": "nothing compared (no tensor)"}
+
+
+def test_what_dlpack_returns_is_read_only_when_it_is_a_dltensor_capsule():
+    """__dlpack__() returning a used or foreign capsule, or no capsule, is a refusal that says what came back: the
+    checker reads no memory through it (a foreign capsule's pointer took the checker down, blamed on the producer)
+    and raises nothing (a ValueError failed export.dltensor as 'unexpected')."""
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    zeros = ctypes.create_string_buffer(256)  # readable: the old code described it as a 0-d tensor
+
+    class Returns:
+        def __init__(self, value):
+            self.value = value
+
+        def __dlpack__(self, **_):
+            return self.value
+
+    for value, seen in [(new(ctypes.addressof(zeros), b"used_dltensor", None), "a capsule named b'used_dltensor'"),
+                        (12345, "a int")]:
+        ref, refusal, capsule = _abi.reference(Returns(value))
+        assert (ref, capsule) == (None, None) and isinstance(refusal, TypeError), (ref, refusal)
+        assert f"returned {seen}, not a 'dltensor' capsule" in str(refusal)
+
+
+def test_a_corpus_that_raised_is_not_cached_as_empty():
+    """A target whose corpus raises raises again in the next case: not 'no tensor of the corpus (0)', a SKIP."""
+    class Raises:
+        def table_type(self):
+            return object
+
+        def corpus(self):
+            raise RuntimeError("corpus broke")
+
+    ctx = cases.Context(Raises())
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="corpus broke"):
+            ctx.corpus()
 
 
 def check_command(*args, env=None):

@@ -231,7 +231,10 @@ def reference(obj: Any) -> Tuple[Optional[Dict[str, Any]], Optional[BaseExceptio
             capsule = obj.__dlpack__()
     except Exception as error:  # noqa: BLE001: a refusal is a result
         return None, error, None
-    name = capsule_name(capsule)
+    name = capsule_name(capsule) if is_capsule(capsule) else None
+    if name not in (b"dltensor_versioned", b"dltensor"):  # nothing to read (a used or foreign capsule, an int)
+        seen = f"a capsule named {name!r}" if is_capsule(capsule) else f"a {type(capsule).__name__}"
+        return None, TypeError(f"__dlpack__() returned {seen}, not a 'dltensor' capsule"), None
     if name == b"dltensor_versioned":
         m = DLManagedTensorVersioned.from_address(capsule_pointer(capsule, name))
         return describe(m.dl_tensor, m.flags), None, capsule

@@ -60,10 +60,11 @@ class Context:
     def corpus(self) -> List[Tuple[str, Any, Any, Any, Any]]:
         """(label, tensor, reference description or None, the reference's refusal, its capsule), built once."""
         if self._corpus is None:
-            self._corpus = []
+            corpus = []  # cached only once whole: a corpus that raised is not an empty one for the next case
             for label, obj in self.target.corpus():
                 ref, refusal, capsule = _abi.reference(obj)
-                self._corpus.append((label, obj, ref, refusal, capsule))
+                corpus.append((label, obj, ref, refusal, capsule))
+            self._corpus = corpus
         return self._corpus
 
 
@@ -182,6 +183,7 @@ def _corpus_case(ctx: Context, export: Callable[[Any], Tuple[_abi.Outcome, Optio
                  with_flags: bool) -> Passed:
     failures: Dict[str, List[str]] = {}  # what went wrong -> the tensors it went wrong for
     unchecked: List[str] = []  # exported by the table, refused by __dlpack__: nothing to compare with
+    why = ""  # __dlpack__'s first refusal of those
     compared = refused = 0
     corpus = ctx.corpus()
     for label, obj, ref, refusal, _capsule in corpus:
@@ -192,6 +194,7 @@ def _corpus_case(ctx: Context, export: Callable[[Any], Tuple[_abi.Outcome, Optio
         elif ref is None:
             if outcome.ok:
                 unchecked.append(label)
+                why = why or f"{type(refusal).__name__}: {refusal}"
             elif isinstance(refusal, BufferError) and not _is_buffer_error(outcome.error):
                 failures.setdefault(f"BufferError expected (as __dlpack__), {seen} seen", []).append(label)
             else:
@@ -206,7 +209,7 @@ def _corpus_case(ctx: Context, export: Callable[[Any], Tuple[_abi.Outcome, Optio
         if unchecked:
             raise Fail(f"tensors that __dlpack__ describes expected (the exports are compared with it), none seen: "
                        f"__dlpack__ refuses all {len(unchecked)} that the table exports ({', '.join(unchecked[:3])}"
-                       f"{', ...' if len(unchecked) > 3 else ''}): nothing compared")
+                       f"{', ...' if len(unchecked) > 3 else ''}; {why}): nothing compared")
         raise Skip(f"no tensor of the corpus ({len(corpus)}) exported by both __dlpack__ and the table")
     _grouped(failures, len(corpus), "tensors")
     return compared, (f"{compared} tensors agree" + (f", {refused} refused by both" if refused else "") +
