@@ -12,7 +12,9 @@ Contenders, each a function f0(), f1(x), f3(x, y, z), f8(a, ..., h) that reads e
 raw consumer.h (METH_FASTCALL, tdb::TensorView), the pybind11 caster (torch_dlpack_bridge/pybind11.h),
 the nanobind caster (nanobind.h), a pybind11 torch extension taking torch::Tensor, nanobind's nb::ndarray<>
 (which goes through __dlpack__), and tvm-ffi's testing.nop (converts each argument through the exchange
-table; reads nothing). benchmarks/run.py includes this section in RESULTS.md too.
+table; reads nothing). The typed-parameter section also times the pybind11 and nanobind modules against the same
+modules built with `tdb::explain_refusals(m)` (bench_*_explain), on calls they accept (issue 44).
+benchmarks/run.py includes this section in RESULTS.md too.
 """
 
 from __future__ import annotations
@@ -64,12 +66,15 @@ def build(build_dir: Path) -> Dict[str, object]:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{res.stdout}\n{res.stderr}")
     sys.path.insert(0, str(build_dir))
     import bench_nanobind
+    import bench_nanobind_explain
     import bench_pybind11
+    import bench_pybind11_explain
     import bench_raw
 
     from torch.utils.cpp_extension import load
     torch_ext = load(name="tdb_bench_torch_ext", sources=[str(SRC / "bench_torch_ext.cpp")], extra_cflags=["-O3"])
-    return {"raw": bench_raw, "pybind11": bench_pybind11, "nanobind": bench_nanobind, "torch_ext": torch_ext}
+    return {"raw": bench_raw, "pybind11": bench_pybind11, "nanobind": bench_nanobind, "torch_ext": torch_ext,
+            "pybind11_explain": bench_pybind11_explain, "nanobind_explain": bench_nanobind_explain}
 
 
 def contenders(mods) -> Dict[str, Tuple[Callable, Callable, Callable]]:
@@ -116,15 +121,52 @@ def typed_contenders(mods) -> Dict[str, Tuple[Callable, Callable]]:
     }
 
 
-def measure_typed(mods, rounds: int, calls: int) -> Dict[str, Dict[str, List[float]]]:
-    """ns per call of f0 and of the 8-tensor function, per contender, one entry per round; rotating order."""
+def explain_pairs(mods) -> Dict[str, Tuple[Callable, Callable, tuple]]:
+    """Issue 44: name -> (a function of the module without `explain_refusals`, the same function of the module
+    with it, arguments that it accepts). dtype2 is called with float64: its float32 overload refuses first."""
+    x, y, z, x64 = torch.ones(4), torch.ones(4), torch.ones(4), torch.ones(4, dtype=torch.float64)
+    calls = (("`f0()`: no tensor", "f0", ()), ("`ro1(x)`: 1 tensor, read-only", "ro1", (x,)),
+             ("`ro3(x, y, z)`: 3 tensors, read-only", "ro3", (x, y, z)),
+             ("`typed1(x)`: 1 tensor, written", "typed1", (x,)),
+             ("`dtype2(x)`: x float64, the float32 overload refused first", "dtype2", (x64,)))
+    return {f"{lib} {label}": (getattr(mods[lib], fn), getattr(mods[lib + "_explain"], fn), args)
+            for lib in ("pybind11", "nanobind") for label, fn, args in calls}
+
+
+ALTERNATIONS = 5  # per round, each module of an explain pair is timed this many times in turn; the best of each
+
+
+def time_pair(into: Dict[str, List[float]], without: Callable, with_: Callable, args: tuple, calls: int,
+              with_first: bool) -> None:
+    """Appends ns per call of `without` and `with_` to into["without"] and into["with"]: ALTERNATIONS turns of
+    calls // ALTERNATIONS each (which goes first alternates with the round), the best of each."""
+    number = max(1, calls // ALTERNATIONS)
+    best = {"without": float("inf"), "with": float("inf")}
+    order = (("with", with_), ("without", without)) if with_first else (("without", without), ("with", with_))
+    for _ in range(ALTERNATIONS):
+        for key, f in order:
+            t = timeit.timeit("f(*args)", number=number, globals={"f": f, "args": args}) / number * 1e9
+            best[key] = min(best[key], t)
+    for key, t in best.items():
+        into[key].append(t)
+
+
+def measure_typed(mods, rounds: int, calls: int) -> Dict[str, Dict]:
+    """ns per call of f0 and of the 8-tensor function, per contender, one entry per round; rotating order. Under
+    "_explain", in the same rounds and rotation: each explain_pairs() call without and with `explain_refusals`."""
     eight = [torch.ones(4) for _ in range(8)]
     table = typed_contenders(mods)
     names = list(table)
-    data: Dict[str, Dict[str, List[float]]] = {n: {"0": [], "8": []} for n in names}
+    data: Dict[str, Dict] = {n: {"0": [], "8": []} for n in names}
+    pairs = explain_pairs(mods)
+    data["_explain"] = {n: {"without": [], "with": []} for n in pairs}
+    items = names + list(pairs)
     g = dict(zip("abcdeghi", eight))
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in items[r % len(items):] + items[:r % len(items)]:
+            if name in pairs:
+                time_pair(data["_explain"][name], *pairs[name], calls, with_first=r % 2 == 1)
+                continue
             f0, f8 = table[name]
             number = max(1, calls // 20) if "nb::ndarray" in name else calls  # microseconds per tensor
             data[name]["0"].append(timeit.timeit("f()", number=calls, globals={"f": f0}) / calls * 1e9)
@@ -133,9 +175,10 @@ def measure_typed(mods, rounds: int, calls: int) -> Dict[str, Dict[str, List[flo
     return data
 
 
-def typed_report(typed: Dict[str, Dict[str, List[float]]], meta: Dict[str, object]) -> str:
-    """The typed-parameter section: per-tensor cost of declared constraints against the untyped casters."""
-    names = list(typed)
+def typed_report(typed: Dict[str, Dict], meta: Dict[str, object]) -> str:
+    """The typed-parameter section: per-tensor cost of declared constraints against the untyped casters, and what
+    `explain_refusals` adds to an accepted call."""
+    names = [n for n in typed if not n.startswith("_")]
     ext = names[-1]
     untyped = {lib: next(n for n in names if n.startswith(lib + " caster")) for lib in ("pybind11", "nanobind")}
     baseline = {n: untyped[n.split(" ")[0]] for n in names if " caster" in n}
@@ -160,6 +203,8 @@ def typed_report(typed: Dict[str, Dict[str, List[float]]], meta: Dict[str, objec
     lines += ["", f"`nb::ndarray` per tensor / nanobind typed `tdb::Tensor` per tensor: "
                   f"{ratio(per_tensor(typed[nd], 8), per_tensor(typed[nb_typed], 8)):.1f}x "
                   "(`nb::ndarray` takes torch tensors through `__dlpack__`).", ""]
+    explain = typed.get("_explain")  # (absent from runs saved before issue 44's rows)
+    lines += explain_table(explain) if explain else []
     why = ("a written parameter checks that the tensor does not require grad in grad mode (torch refuses in-place "
            "writes to such tensors) and bumps its version counter once the overload is chosen, which the untyped "
            "caster does not (benchmarks/NOTES.md)")
@@ -171,8 +216,45 @@ def typed_report(typed: Dict[str, Dict[str, List[float]]], meta: Dict[str, objec
         lines.append(goal("a read-only typed parameter per tensor <= 1.02x the same library's untyped caster",
                           "; ".join(f"{n.split(' ')[0]} {r[n]:.2f}x" for n in read_only),
                           all(r[n] <= 1.02 for n in read_only), "its dtype, rank, device and order checks"))
+    if explain:
+        lines.append(explain_goal(explain))
     lines += ["", measured(meta), TYPED_END]
     return "\n".join(lines) + "\n"
+
+
+def explain_ratios(explain: Dict[str, Dict[str, List[float]]]) -> Dict[str, float]:
+    """Per call: with `explain_refusals` / without, the median of the per-round ratios."""
+    return {n: ratio(d["with"], d["without"]) for n, d in explain.items()}
+
+
+def explain_table(explain: Dict[str, Dict[str, List[float]]]) -> List[str]:
+    """The rows of issue 44's measure: per call, the module with `explain_refusals` against the same without."""
+    lines = ["A module that calls `tdb::explain_refusals(m)` at its end against the same module without it (one "
+             f"source built twice), on calls that each accepts: per round, each module timed {ALTERNATIONS} times in "
+             "turn (the best of each), in the same rounds and rotation as the rows above.", "",
+             "| call | without ns | with `explain_refusals` ns | with / without | range over rounds |",
+             "|---|---:|---:|---:|---:|"]
+    for n, d in explain.items():
+        rounds = [w / o for w, o in zip(d["with"], d["without"])]
+        lines.append(f"| {n} | {min(d['without']):,.1f} | {min(d['with']):,.1f} | "
+                     f"{ratio(d['with'], d['without']):.2f}x | {min(rounds):.2f}-{max(rounds):.2f}x |")
+    return lines + [""]
+
+
+def explain_goal(explain: Dict[str, Dict[str, List[float]]]) -> str:
+    """Issue 44's goal line: every call's ratio, by binding library, its highest and which call."""
+    r = explain_ratios(explain)
+    results = []
+    for lib in ("pybind11", "nanobind"):
+        mine = {n: v for n, v in r.items() if n.startswith(lib + " ")}
+        if mine:
+            worst = max(mine, key=mine.get)
+            low, high = f"{min(mine.values()):.2f}", f"{mine[worst]:.2f}"
+            results.append(f"{lib} {high if low == high else low + '-' + high}x (highest: "
+                           f"{worst[len(lib) + 1:].split(':')[0]})")
+    return goal("a module with `explain_refusals` <= 1.02x one without on accepted calls", "; ".join(results),
+                all(v <= 1.02 for v in r.values()), "what the explaining wrapper does on every call it is given, "
+                "and what the casters note when an overload refused first (refusals.h's opening comment)")
 
 
 def outputs_contenders(mods) -> Dict[str, Callable]:

@@ -67,13 +67,18 @@ def binding_rows(saved: Path) -> List[str]:
         rows.append(f"| Call a nanobind kernel with one tensor | nanobind's `nb::ndarray` | "
                     f"{statistics.median(per):.2f}x | {_range(per, f'{len(per)} rounds')} |")
     if typed:
-        names = list(typed)
+        names = [n for n in typed if not n.startswith("_")]
         base = {lib: next(n for n in names if n.startswith(lib + " caster")) for lib in ("pybind11", "nanobind")}
         r = [bindings.ratio(bindings.per_tensor(typed[n], 8), bindings.per_tensor(typed[base[n.split(' ')[0]]], 8))
-             for n in names if " caster, typed" in n]
+             for n in names if " caster, typed" in n and "read-only" not in n]
         spread = _range(r, "both bindings, with and without `c_contig`")
         rows.append(f"| Declare what a kernel accepts (a typed parameter, written): per tensor | the same binding's "
                     f"untyped caster | {statistics.median(r):.2f}x | {spread} |")
+        if "_explain" in typed:  # (absent from runs saved before issue 44's rows)
+            per = list(bindings.explain_ratios(typed["_explain"]).values())
+            rows.append(f"| Say why a call was refused (`tdb::explain_refusals`): a call that is accepted | the same "
+                        f"module without it | {statistics.median(per):.2f}x | "
+                        f"{_range(per, f'{len(per)} calls, both bindings')} |")
     if outputs:
         names = list(outputs)
         per = _rounds(outputs[names[1]], outputs[names[0]])

@@ -14,6 +14,8 @@
 
 #include <torch_dlpack_bridge/nanobind.h>
 
+#include "accepted_calls.h"
+
 namespace nb = nanobind;
 
 namespace {
@@ -53,7 +55,12 @@ NdTorch nd_new(size_t n) {
   return NdTorch(data, {n}, owner);
 }
 
-NB_MODULE(bench_nanobind, m) {
+// CMakeLists.txt builds this file twice: bench_nanobind, and bench_nanobind_explain (accepted_calls.h).
+#ifndef TDB_BENCH_MODULE
+#define TDB_BENCH_MODULE bench_nanobind
+#endif
+
+NB_MODULE(TDB_BENCH_MODULE, m) {
   m.def("new1", [](const In& x) { return Out::empty_like(x); });
   m.def("nd_new1", [](const nb::ndarray<float, nb::ndim<1>>& x) { return nd_new(x.shape(0)); });
   m.def("nd_return4", [](nb::handle) { return nd_new(4); });  // the return alone: x is not taken as a tensor
@@ -94,4 +101,5 @@ NB_MODULE(bench_nanobind, m) {
   m.def("ndc8", [](D a, D b, D c, D d, D e, D f, D g, D h) {
     g_sink = addr(a) + addr(b) + addr(c) + addr(d) + addr(e) + addr(f) + addr(g) + addr(h);
   });
+  accepted_calls::def_accepted_calls(m);  // last: tdb::explain_refusals(m) in the bench_*_explain build
 }

@@ -8,6 +8,8 @@
 
 #include <torch_dlpack_bridge/pybind11.h>
 
+#include "accepted_calls.h"
+
 namespace {
 volatile uintptr_t g_sink;
 uintptr_t addr(const tdb::TensorView& v) { return reinterpret_cast<uintptr_t>(v.data<char>()); }
@@ -33,7 +35,12 @@ uintptr_t checked(tdb::TensorView& v) {
 using In = tdb::Tensor<const float, tdb::ndim<1>>;
 using Out = tdb::OwnedTensor<float, tdb::ndim<1>>;
 
-PYBIND11_MODULE(bench_pybind11, m) {
+// CMakeLists.txt builds this file twice: bench_pybind11, and bench_pybind11_explain (accepted_calls.h).
+#ifndef TDB_BENCH_MODULE
+#define TDB_BENCH_MODULE bench_pybind11
+#endif
+
+PYBIND11_MODULE(TDB_BENCH_MODULE, m) {
   m.def("new1", [](const In& x) { return Out::empty_like(x); });
   m.def("f0", []() {});
   m.def("f1", [](const tdb::TensorView& x) { g_sink = addr(x); });
@@ -60,4 +67,5 @@ PYBIND11_MODULE(bench_pybind11, m) {
   m.def("checked8", [](W a, W b, W c, W d, W e, W f, W g, W h) {
     g_sink = checked(a) + checked(b) + checked(c) + checked(d) + checked(e) + checked(f) + checked(g) + checked(h);
   });
+  accepted_calls::def_accepted_calls(m);  // last: tdb::explain_refusals(m) in the bench_*_explain build
 }
