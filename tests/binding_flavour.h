@@ -21,7 +21,11 @@ using Module = nanobind::module_;
 
 #include <torch_dlpack_bridge/pybind11.h>
 namespace py = pybind11;
+#if defined(Py_GIL_DISABLED)  // free-threaded CPython: declared safe without the GIL, or importing it turns it on
+#define TDB_TEST_MODULE(name, m) PYBIND11_MODULE(name, m, pybind11::mod_gil_not_used())
+#else
 #define TDB_TEST_MODULE(name, m) PYBIND11_MODULE(name, m)
+#endif
 using Module = pybind11::module_;
 #endif
 

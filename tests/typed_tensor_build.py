@@ -24,7 +24,10 @@ def binding_flags(flavour):
     robin = os.path.join(os.path.dirname(inc), "ext", "robin_map", "include")
     # -fvisibility=hidden as nanobind's own build sets it: without it two such modules in one process share
     # robin_map's function-local statics (STB_GNU_UNIQUE), and the second module's first class crashed nanobind.
-    return ["-DTDB_USE_NANOBIND", "-fvisibility=hidden", f"-isystem{inc}", f"-isystem{robin}"], [
+    # NB_FREE_THREADED on a free-threaded CPython, as nanobind_add_module(FREE_THREADED) sets it: nanobind's own
+    # state gets its locks and the module declares that it runs without the GIL (else importing it turns it on).
+    free_threaded = ["-DNB_FREE_THREADED"] if sysconfig.get_config_var("Py_GIL_DISABLED") else []
+    return ["-DTDB_USE_NANOBIND", *free_threaded, "-fvisibility=hidden", f"-isystem{inc}", f"-isystem{robin}"], [
         os.path.join(os.path.dirname(inc), "src", "nb_combined.cpp")]
 
 
