@@ -168,8 +168,8 @@ TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
  * parameter refused a tensor when no overload takes a call: nanobind's TypeError, the same type and listing, with
  * one line per overload and refused tensor argument added (refusals.h). Call it at the end of NB_MODULE, after
  * the last `def` (a function defined later is not wrapped). The call is dispatched once either way: the reasons
- * are noted while nanobind resolves it; a call that is taken pays a thread-local read and write. Does nothing with
- * the limited API (NB_STABLE_ABI).
+ * are noted while nanobind resolves it, and a producer without a table is asked `__dlpack__` once per call; a call
+ * that is taken reads a counter twice and counts itself open. Does nothing with the limited API (NB_STABLE_ABI).
  */
 inline void explain_refusals(nanobind::module_& m) {
 #if !defined(Py_LIMITED_API)
@@ -328,7 +328,8 @@ class NanobindArg : public NanobindHeld<T> {
     if (!is_dlpack_tensor(obj)) return refused_non_tensor(obj, kSignatureTensor);
     if (PyObject* exc = this->orphaned(obj, call)) return this->hold(exc, obj, call);
     if (!fill_or_note([this, obj] {
-          if constexpr (std::is_same_v<T, TensorView>) this->value_.emplace(obj, "tensor");
+          if constexpr (std::is_same_v<T, TensorView>)
+            this->value_.emplace(lent, obj, find_exchange_api(Py_TYPE(obj)), "tensor");
           else this->value_.emplace(ManagedTensor::from_python(obj, "tensor"));
         }, obj, kSignatureTensor))
       return this->refused_or_kept(obj, call);

@@ -164,8 +164,9 @@ inline bool wrap_pybind11_function(PyObject* f) {
  * parameter refused a tensor when no overload takes a call: pybind11's TypeError, the same type and listing, with
  * one line per overload and refused tensor argument added (refusals.h). Call it at the end of PYBIND11_MODULE,
  * after the last `def` (a function defined later is not wrapped). The call is dispatched once either way: the
- * reasons are noted while pybind11 resolves it (both passes); a call that is taken pays a thread-local read and
- * write. Needs pybind11 3 (its vectorcall dispatcher); does nothing with pybind11 2 or the limited API.
+ * reasons are noted while pybind11 resolves it (both passes), and a producer without a table is asked
+ * `__dlpack__` once per call; a call that is taken reads a counter twice and counts itself open. Needs pybind11 3
+ * (its vectorcall dispatcher); does nothing with pybind11 2 or the limited API.
  */
 inline void explain_refusals(pybind11::module_& m) {
 #if PYBIND11_VERSION_MAJOR >= 3 && !defined(Py_LIMITED_API)
@@ -196,7 +197,7 @@ class type_caster<tdb::TensorView> {
     const DLPackExchangeAPI* api;  // looked up once, for the question and the view
     constexpr const char* kParam = tdb::detail::kSignatureTensor;  // as signatures show the parameter
     if (!tdb::detail::dlpack_tensor_table(obj, &api)) return tdb::detail::refused_non_tensor(obj, kParam);
-    if (!tdb::detail::fill_or_note([this, obj, api] { value_.emplace(obj, api, "tensor"); }, obj, kParam))
+    if (!tdb::detail::fill_or_note([this, obj, api] { value_.emplace(tdb::detail::lent, obj, api, "tensor"); }, obj, kParam))
       return tdb::detail::pybind11_refused();
     return tdb::detail::taken(obj, kParam);
   }

@@ -12,27 +12,28 @@
  *
  * How a note finds its call: neither binding library lets a caster reach its final message, nor tells it its
  * parameter's name or overload, so `explain_refusals` wraps each function's entry point (pybind11 3: its
- * PyMethodDef's dispatcher; nanobind: its vectorcall slot). The wrapper opens a record on its own stack, makes it
- * this thread's innermost (the previous one is kept and put back when the call returns), and calls the library's
- * dispatch once: while the library resolves the call (pybind11: both of its passes; nanobind: its passes), every
- * tdb caster that refuses an argument notes it in the innermost record with what is needed to word it later
- * (the producer's exception, or a copy of the refused view's description), and once the record holds a refusal,
- * the casters also note what they took (a variant's next alternative may take what the first refused). A call
- * made meanwhile by a converter, a `__dlpack__` or a body (this function again, or another) opens its own record
- * above, so its notes never mix with the outer call's; another thread has its own innermost record (free-threaded
- * CPython too). Only when the dispatch fails with the library's own overload TypeError for this call (its
- * function's name, raised by the dispatcher itself: no traceback yet, not the error of a wrapped call of this
- * module made inside it, and no lines yet) are the notes worded and matched, through one table of the noted objects, with the overloads and
- * parameter names that the TypeError lists (a constructor's listing has no `self`; keyword-only and defaulted
- * parameters by name), and the lines added to that TypeError. Nothing is dispatched again: a call runs its body
- * once with the arguments given, or is refused and no body ran. An accepted call pays a thread-local read and
- * write in the wrapper, and per tensor one module-local counter read. An argument whose refusal no tdb caster
- * noted (a non-tensor parameter that did not convert) gets no line, nor does a tensor that its overload took,
- * nor an item of an iterable that is not a list or a tuple (a generator: its items are gone). Functions defined
- * after `explain_refusals` are not wrapped (neither library has a hook where a function is defined): their
- * refusals say no more than the library's message. One error is not told apart: a body that lets through,
- * with no Python frame between (a `functools.partial` callback), the same-named overload TypeError of another
- * module's function that has no lines; the call's own notes are then added to it.
+ * PyMethodDef's dispatcher; nanobind: its vectorcall slot) and calls the library's dispatch once. While the
+ * library resolves the call (pybind11: both of its passes; nanobind: its passes), every tdb caster that refuses
+ * an argument notes it in its thread's log with what is needed to word it later (the producer's exception, or a
+ * copy of the refused view's description), and once the log holds a refusal, the casters also note what they
+ * took (a variant's next alternative may take what the first refused). Each note is stamped from a counter of
+ * the module, which the wrapper read before the dispatch: the notes its thread made since are the call's own, as
+ * a call made meanwhile by a converter, a `__dlpack__` or a body (this function again, or another) removed its
+ * own when it ended (call.h); another thread has its own log (free-threaded CPython too). Only when the dispatch
+ * fails with the library's own overload TypeError for this call (its function's name, raised by the dispatcher
+ * itself: no traceback yet, not marked by a wrapped call made inside it, and no lines yet) are the notes worded
+ * and matched, through one table of the noted objects, with the overloads and parameter names that the TypeError
+ * lists (a constructor's listing has no `self`; keyword-only and defaulted parameters by name), and the lines
+ * added to that TypeError. Nothing is dispatched again: a call runs its body once with the arguments given, or is
+ * refused and no body ran; a producer without a table is asked `__dlpack__` once per call, however many overloads
+ * try it. An accepted call that noted nothing pays two reads of the counter and a count of open calls in the
+ * wrapper, and per tensor one module-local counter read. An argument whose refusal no tdb caster noted (a
+ * non-tensor parameter that did not convert) gets no line, nor does a tensor that its overload took, nor an item
+ * of an iterable that is not a list or a tuple (a generator: its items are gone). Functions defined after
+ * `explain_refusals` are not wrapped (neither library has a hook where a function is defined): their refusals say
+ * no more than the library's message. One error is not told apart: a body that lets through, with no Python frame
+ * between (a `functools.partial` callback), the same-named overload TypeError of a module's function that is not
+ * wrapped; the call's own notes are then added to it.
  *
  * Included by pybind11.h and nanobind.h; a kernel author never includes it directly.
  */
@@ -44,14 +45,13 @@
 #endif
 #include <Python.h>
 
-#include <atomic>
 #include <cstring>
-#include <new>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "torch_dlpack_bridge/call.h"
 #include "torch_dlpack_bridge/config.h"
 #include "torch_dlpack_bridge/errors.h"
 #include "torch_dlpack_bridge/signature.h"
@@ -59,83 +59,6 @@
 
 namespace tdb {
 namespace detail {
-
-/*!
- * \brief What a caster did with `obj` in one call: taken (`why` is nullptr) or refused, with what words it later.
- * Owns its references (an item of a converted generator is gone after the call).
- */
-struct Noted {
-  PyObject* obj = nullptr;       //!< owned: the argument or item
-  const char* param = nullptr;   //!< the parameter's type as signatures show it (static text)
-  std::string (*why)(const Noted&) = nullptr;  //!< words the refusal (only if the call is refused); nullptr: taken
-  PyObject* error = nullptr;     //!< owned: the producer's exception, for a refusal it raised
-  DLTensor t{};                  //!< a refused view's description, its shape then strides in `dims` (or `more`)
-  int64_t dims[8];
-  std::vector<int64_t> more;     //!< beyond 4 dimensions
-  bool read_only = false;
-
-  Noted(PyObject* o, const char* p) noexcept : obj(o), param(p) { Py_INCREF(o); }
-  Noted(Noted&& o) noexcept
-      : obj(o.obj), param(o.param), why(o.why), error(o.error), t(o.t), more(std::move(o.more)),
-        read_only(o.read_only) {
-    std::memcpy(dims, o.dims, sizeof(dims));
-    o.obj = o.error = nullptr;
-  }
-  /*! \brief Where the shape then the strides are kept. */
-  int64_t* kept() { return more.empty() ? dims : more.data(); }
-  const int64_t* kept() const { return more.empty() ? dims : more.data(); }
-  Noted(const Noted&) = delete;
-  Noted& operator=(const Noted&) = delete;
-  Noted& operator=(Noted&&) = delete;
-  ~Noted() {
-    Py_XDECREF(obj);
-    Py_XDECREF(error);
-  }
-};
-
-/*! \brief How many open records of this module, on any thread, hold a refusal: the casters' one read when taking. */
-TDB_MODULE_LOCAL inline std::atomic<int>& noting() {
-  static std::atomic<int> count{0};
-  return count;
-}
-
-/*! \brief What one call of a wrapped function noted, made at its first note (an accepted call makes none). */
-struct CallNotes {
-  std::vector<Noted> notes;
-  std::vector<PyObject*> nested;  //!< owned: TypeErrors raised by wrapped calls made inside this one
-  bool refused = false;           //!< a refusal was noted: counted in noting()
-  CallNotes() = default;
-  CallNotes(const CallNotes&) = delete;
-  CallNotes& operator=(const CallNotes&) = delete;
-  ~CallNotes() {
-    if (refused) noting().fetch_sub(1, std::memory_order_relaxed);
-    for (PyObject* e : nested) Py_DECREF(e);
-  }
-};
-
-/*!
- * \brief One call of a wrapped function, on the wrapper's stack: this thread's innermost while the library
- * dispatches it (see the file comment). An accepted call that notes nothing stores two words and makes nothing.
- */
-struct CallRecord {
-  CallRecord* outer;  //!< the record this one hides while open
-  CallNotes* notes;   //!< in `storage` once made; nullptr until the first note
-  alignas(CallNotes) unsigned char storage[sizeof(CallNotes)];
-  /*! \brief The notes, made if need be, room for a few reserved (throws std::bad_alloc). */
-  CallNotes& made() {
-    if (!notes) {
-      notes = new (storage) CallNotes();
-      notes->notes.reserve(4);
-    }
-    return *notes;
-  }
-};
-
-/*! \brief This thread's innermost open record, or nullptr (no wrapped call of this module is being dispatched). */
-TDB_MODULE_LOCAL inline CallRecord*& innermost_record() {
-  static thread_local CallRecord* record = nullptr;
-  return record;
-}
 
 /*! \brief The message without the "argument 'tensor': " that a view's checks start with (the caster's name). */
 inline std::string without_argument(std::string why) {
@@ -146,31 +69,9 @@ inline std::string without_argument(std::string why) {
   return why;
 }
 
-/*! \brief True while a record of this module holds a refusal, on any thread: the casters' accepted path's one test. */
-inline bool noting_any() noexcept { return noting().load(std::memory_order_relaxed) != 0; }
+/*! \brief True while a log of this module holds a refusal, on any thread: the casters' accepted path's one test. */
+inline bool noting_any() noexcept { return refusals_noted().load(std::memory_order_relaxed) != 0; }
 
-/*!
- * \brief Notes `obj` in this thread's innermost record, if one is open; `fill(noted)` says why (sets `why` and
- * what it reads) and is run only then. Never throws. Out of line: the casters' paths stay as lean as before.
- */
-template <class F>
-TDB_NOINLINE void note(PyObject* obj, const char* param, F&& fill) noexcept {
-  CallRecord* record = innermost_record();
-  if (!record) return;
-  try {
-    Noted noted(obj, param);
-    fill(noted);
-    const bool refusal = noted.why != nullptr;
-    if (!refusal && !(record->notes && record->notes->refused)) return;  // a take matters only beside a refusal
-    CallNotes& notes = record->made();
-    notes.notes.push_back(std::move(noted));
-    if (refusal && !notes.refused) {
-      notes.refused = true;
-      noting().fetch_add(1, std::memory_order_relaxed);
-    }
-  } catch (...) {  // out of memory: one line fewer
-  }
-}
 /*! \brief A caster took `obj`: true, after noting it beside a refusal of this call (a variant's next alternative
  *  may take what the first refused; such a tensor is not blamed). */
 TDB_ALWAYS_INLINE inline bool taken(PyObject* obj, const char* param) noexcept {
@@ -354,9 +255,10 @@ struct NotedUnder {
 };
 /*! \brief The notes of a refused call by object, made once: every argument and item is then looked up once. */
 using NotesByObject = std::unordered_map<PyObject*, std::vector<NotedUnder>>;
-inline NotesByObject notes_by_object(const CallNotes& record) {
+inline NotesByObject notes_by_object(const Noted* first, const Noted* last) {
   NotesByObject out;
-  for (const Noted& noted : record.notes) {
+  for (const Noted* at = first; at != last; ++at) {
+    const Noted& noted = *at;
     std::vector<NotedUnder>& under = out[noted.obj];
     NotedUnder* u = nullptr;
     for (NotedUnder& each : under) u = std::strcmp(each.param, noted.param) == 0 ? &each : u;
@@ -414,14 +316,13 @@ inline void explain_argument(Lines& lines, int k, const std::string& name, PyObj
  * or on any failure. `constructor`: the call's arguments start with `self`, which the listing leaves out.
  * Never throws; no Python exception is set before or after.
  */
-inline void add_reasons(PyObject* error, const CallNotes& record, PyObject* const* args, size_t nargs,
+inline void add_reasons(PyObject* error, const NotesByObject& notes, PyObject* const* args, size_t nargs,
                         PyObject* kwnames, bool constructor) noexcept {
   try {
     PyObject* text = PyObject_Str(error);
     const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
     std::string message = utf8 ? utf8 : "";
     Py_XDECREF(text);
-    const NotesByObject notes = notes_by_object(record);
     if (constructor && nargs > 0) {
       ++args;
       --nargs;
@@ -470,25 +371,31 @@ struct Dispatch {
   PyObject* operator()() const { return fn(callee, args, nargsf, kwnames); }
 };
 
+/*! \brief The attribute that marks a TypeError which a wrapped call (of any module) failed with. */
+constexpr const char kFailedIn[] = "__tdb_failed_call__";
+
 /*!
  * \brief Whether `error` is the overload TypeError that the library's dispatcher raised for this call, rather
  * than one a body let through (another call's, wrapped or not, of this function or another): it starts with the
  * function's name, has no traceback (no Python frame has seen it: a callback's error went through its frame),
- * is not one that a wrapped call of this module made inside this one raised, and has no lines yet (those of
- * another module's wrapped call). `constructor`: the listing leaves out `self`.
+ * was not marked by a wrapped call made inside this one (kFailedIn), and has no lines yet (those of a module
+ * built with an older tdb). `constructor`: the listing leaves out `self`.
  */
-inline bool own_overload_error(PyObject* error, const Dispatch& d, const CallNotes& record, bool& constructor) {
+inline bool own_overload_error(PyObject* error, const Dispatch& d, bool& constructor) {
   if (Py_TYPE(error) != reinterpret_cast<PyTypeObject*>(PyExc_TypeError)) return false;
   PyObject* traceback = PyException_GetTraceback(error);
   Py_XDECREF(traceback);
   if (traceback) return false;
-  for (PyObject* inner : record.nested)
-    if (inner == error) return false;
+  PyObject* dict = PyObject_GenericGetDict(error, nullptr);  // the instance's own attributes, made if need be
+  const bool marked = dict && PyDict_GetItemString(dict, kFailedIn);
+  Py_XDECREF(dict);
+  PyErr_Clear();
+  if (marked) return false;
   PyObject* text = PyObject_Str(error);
   const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
   const std::string name = d.name(d.callee), own = name + "(): incompatible ";
   const bool yes = utf8 && !name.empty() && std::strncmp(utf8, own.c_str(), own.size()) == 0 &&
-                   !std::strstr(utf8, kWhy);  // explained already: a wrapped call's of another module
+                   !std::strstr(utf8, kWhy);  // explained already: a wrapped call's of an older module
   constructor = yes && std::strncmp(utf8 + own.size(), "constructor", 11) == 0;
   Py_XDECREF(text);
   PyErr_Clear();
@@ -496,53 +403,50 @@ inline bool own_overload_error(PyObject* error, const Dispatch& d, const CallNot
 }
 
 /*!
- * \brief The end of a call that failed or noted something (`record` is closed): when the call's error is its own
- * overload TypeError, adds the reasons to it; a TypeError is also told to the enclosing call (it is not that
- * call's own). Releases the notes. Returns `result`.
+ * \brief The end of a call that failed, or during which some thread made entries (call.h): when the call's error
+ * is its own overload TypeError, adds the reasons from its notes (this thread's entries since `start`); marks a
+ * TypeError it fails with, so that an enclosing call does not take it for its own; removes its entries (and, when
+ * no wrapped call of this module is open any more, whatever this thread's log still holds). Returns `result`.
  */
-TDB_NOINLINE inline PyObject* explain(PyObject* result, const Dispatch& d, CallRecord& record) noexcept {
+TDB_NOINLINE inline PyObject* explain(PyObject* result, const Dispatch& d, uint64_t start) noexcept {
   PyObject* error = result ? nullptr : fetch_exception();
+  CallLog& log = call_log();
+  size_t first = log.notes.size();
+  bool refused = false;
+  while (first > 0 && log.notes[first - 1].stamp > start) refused |= log.notes[--first].why != nullptr;
   bool constructor = false;
-  if (error && record.notes && record.notes->refused && own_overload_error(error, d, *record.notes, constructor))
-    add_reasons(error, *record.notes, d.args, static_cast<size_t>(PyVectorcall_NARGS(d.nargsf)), d.kwnames,
-                constructor);
-  if (record.notes) record.notes->~CallNotes();
-  if (error && record.outer && Py_TYPE(error) == reinterpret_cast<PyTypeObject*>(PyExc_TypeError)) {
+  if (error && refused && own_overload_error(error, d, constructor)) {
     try {
-      record.outer->made().nested.push_back(error);
-      Py_INCREF(error);
-    } catch (...) {  // out of memory: the enclosing call may take it for its own (no worse than lines fewer)
+      const Noted* notes = log.notes.data();
+      add_reasons(error, notes_by_object(notes + first, notes + log.notes.size()), d.args,
+                  static_cast<size_t>(PyVectorcall_NARGS(d.nargsf)), d.kwnames, constructor);
+    } catch (...) {  // out of memory: the library's message as it is
     }
   }
+  if (error && Py_TYPE(error) == reinterpret_cast<PyTypeObject*>(PyExc_TypeError)) {
+    if (PyObject_SetAttrString(error, kFailedIn, Py_True) != 0) PyErr_Clear();
+  }
+  forget_since(log, open_calls().load(std::memory_order_relaxed) > 0 ? start : 0);
   restore_exception(error);
   return result;
 }
 
 /*!
- * \brief A wrapped function's call: the library's dispatch, once, with this call's record innermost on this
- * thread; explained when it fails. An accepted call that noted nothing pays one thread-local lookup, two stores
- * and a load.
+ * \brief A wrapped function's call: the library's dispatch, once; explained when it fails or made entries. An
+ * accepted call that made none reads call_stamp() twice and counts itself in and out of open_calls().
  */
 TDB_ALWAYS_INLINE inline PyObject* dispatch_explained(const Dispatch& d) {
-  CallRecord** innermost = &innermost_record();
-#if defined(__GNUC__)
-  asm("" : "+r"(innermost));  // one thread-local lookup, kept in a register across the call
-#endif
-  CallRecord record;
-  record.outer = *innermost;
-  record.notes = nullptr;
-  *innermost = &record;
+  const uint64_t start = call_stamp().load(std::memory_order_relaxed);
   PyObject* result;
-  try {
+  {
+    struct Open {  // counted out however the dispatch ends (a thread's forced unwind too)
+      Open() { count_open(1); }
+      ~Open() { count_open(-1); }
+    } open;
     result = d();
-  } catch (...) {  // a thread's forced unwind (the dispatchers catch everything else): closed all the same
-    *innermost = record.outer;
-    if (record.notes) record.notes->~CallNotes();
-    throw;
   }
-  *innermost = record.outer;
-  if (result && !record.notes) return result;
-  return explain(result, d, record);
+  if (result && call_stamp().load(std::memory_order_relaxed) == start) return result;
+  return explain(result, d, start);
 }
 
 /*!

@@ -193,7 +193,7 @@ class Tensor : public TensorView {
    * binding library tries overloads, and commit() once theirs is chosen.
    */
   TDB_ALWAYS_INLINE Tensor(detail::unchecked_t, PyObject* obj, const DLPackExchangeAPI* api, const char* name)
-      : TensorView(obj, api, name) {}
+      : TensorView(detail::lent, obj, api, name) {}
   /*! \brief Moves the view (and any owning export it holds), as TensorView does. */
   Tensor(Tensor&&) noexcept = default;
   /*! \brief Move assignment, as TensorView's. */

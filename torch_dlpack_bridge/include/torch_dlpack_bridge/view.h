@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "torch_dlpack_bridge/call.h"
 #include "torch_dlpack_bridge/config.h"
 #include "torch_dlpack_bridge/dlpack.h"
 #include "torch_dlpack_bridge/dltensor.h"
@@ -21,6 +22,9 @@
 namespace tdb {
 
 namespace detail {
+/*! \brief Tag for the casters' views, which may borrow their call's export (call.h). */
+struct lent_t {};
+constexpr lent_t lent{};
 /*! \brief Tag for the view of a description taken earlier (refusals.h words a refusal with it after the call). */
 struct described_t {};
 constexpr described_t described{};
@@ -48,12 +52,24 @@ class TensorView {
       : obj_(obj), name_(name), api_(api) {
     if (api_ && api_->dltensor_from_py_object_no_sync) {  // the fast path: no allocation, no reference
       if (api_->dltensor_from_py_object_no_sync(obj, &t_) != 0) detail::throw_pending(name);
+      detail::check_described(t_, name);
     } else {
-      owned_ = ManagedTensor::from_python(obj, api_, name);
-      t_ = owned_.dl();
-      read_only_ = (owned_.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+      export_owned(false);
     }
-    if (!owned_) detail::check_described(t_, name);  // from_python() checked an owning export already
+  }
+  /*!
+   * \private \brief For the binding casters: as above, except that a tensor taken through `__dlpack__` while a
+   * wrapped call of this module is open (`tdb::explain_refusals`) is that call's export, lent: its producer is
+   * asked once per call, however many overloads and passes try it (call.h).
+   */
+  TDB_ALWAYS_INLINE TensorView(detail::lent_t, PyObject* obj, const DLPackExchangeAPI* api, const char* name)
+      : obj_(obj), name_(name), api_(api) {
+    if (api_ && api_->dltensor_from_py_object_no_sync) {
+      if (api_->dltensor_from_py_object_no_sync(obj, &t_) != 0) detail::throw_pending(name);
+      detail::check_described(t_, name);
+    } else {
+      export_owned(!api_);
+    }
   }
   /*!
    * \private \brief A view of `t`, a description taken earlier (its shape and strides are the caller's; `obj` is only
@@ -113,6 +129,17 @@ class TensorView {
   T* data() const { return data_ptr<T>(t_); }
 
  private:
+  /*! \brief The slow path: an owning export (checked by from_python()), or the call's, lent when `lend`. */
+  TDB_NOINLINE void export_owned(bool lend) {
+    const DLManagedTensorVersioned* m = lend ? detail::lent_export(obj_, name_) : nullptr;
+    if (!m) {
+      owned_ = ManagedTensor::from_python(obj_, api_, name_);
+      m = owned_.get();
+    }
+    t_ = m->dl_tensor;
+    read_only_ = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  }
+
   DLTensor t_{};
   PyObject* obj_;
   const char* name_;
