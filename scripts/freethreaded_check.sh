@@ -6,7 +6,8 @@
 #      and `python -m torch_dlpack_bridge`, with no PYTHON_GIL in the environment;
 #   3. the test suite with PYTHON_GIL=0 (tvm-ffi has no cp313t wheel: its tests skip there); among its tests, a
 #      library of the other kind of interpreter is refused (tests/test_loader.py, run here and on a GIL
-#      interpreter: both directions), and threads race through export, import and allocation;
+#      interpreter: both directions), threads race through export, import and allocation, and through wrapped
+#      functions refusing and accepting at once (TDB_FREE_THREADED=1: tests/test_refusals_threads.py);
 #   and before 3, the conformance checker (`python -m torch_dlpack_bridge check`): every case passes.
 #
 # With --wheel, the interpreter's own wheel (cp313t, cp314t) of scripts/build_wheels.sh is installed instead,
@@ -34,7 +35,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$python" -m pip uninstall -y -q torch_dlpack_bridge 2>/dev/null || true
 tests=(test_publish test_export test_import test_allocator test_stream_cpu test_threads test_loader test_autoload
-       test_consumer_header test_bindings)
+       test_consumer_header test_bindings test_refusals test_write_versions test_interrupts test_typed_tensor
+       test_refusals_threads)
 if [ -n "$wheel" ]; then
   "$python" -m pip install -q "$wheel"
   export TORCH_DLPACK_BRIDGE_BUILD=0 CXX=/nonexistent
@@ -81,7 +83,8 @@ log=${TMPDIR:-/tmp}/tdb-freethreaded-pytest.log
 paths=()
 for t in "${tests[@]}"; do paths+=("$repo/tests/$t.py"); done
 (unset TORCH_DLPACK_BRIDGE_BUILD CXX
- PYTHON_GIL=0 "$python" -m pytest -q -p no:cacheprovider "${paths[@]}" 2>&1 | tee "$log" | tail -n 5) || true
+ PYTHON_GIL=0 TDB_FREE_THREADED=1 "$python" -m pytest -q -p no:cacheprovider "${paths[@]}" 2>&1 | tee "$log" |
+   tail -n 5) || true
 summary=$(tail -n 1 "$log")
 md=$repo/scripts/freethreaded_check.md
 [ -f "$md" ] || printf '# Free-threaded CPython check\n\nRows appended by scripts/freethreaded_check.sh.\n\n%s\n%s\n' \
