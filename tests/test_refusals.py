@@ -462,13 +462,48 @@ def test_a_one_shot_producer_given_twice_is_asked_once(m):
     assert m.two(x, x) == "float32[3]float32[3]" and x.asked == 1
 
 
-def test_a_view_made_in_a_body_owns_its_export(m):
-    # Only the casters borrow the call's export: a body's own views (here relay's callback calls another function)
-    # still export per call, and nothing is kept once the outer call ends.
-    rows = np.ones((3, 4))
+def test_a_nested_calls_export_is_released_when_it_returns(m):
+    # The export a call's casters share belongs to that call: relay's callback calls c_dtypes_plain, whose export is
+    # released when c_dtypes_plain returns, not when relay does.
+    rows, seen = np.ones((3, 4)), []
     before = sys.getrefcount(rows)
-    assert m.relay(lambda: m.c_dtypes_plain(OneShot(rows), 2.0)) == "float64[3]"
-    assert sys.getrefcount(rows) == before
+
+    def callback():
+        out = m.c_dtypes_plain(OneShot(rows), 2.0)
+        seen.append(sys.getrefcount(rows) - before)
+        return out
+
+    assert m.relay(callback) == "float64[3]" and seen == [0]
+
+
+def test_an_unwrapped_functions_refusals_are_not_kept(m):
+    # late_c() is defined after explain_refusals. Its casters note only while a wrapped call is open (on any thread),
+    # and a note holds the refused tensor: each such note must go with the call that was open, or, when that call was
+    # another thread's, at this thread's next call that notes something once no wrapped call is open.
+    x = torch.ones(2, 4, dtype=torch.float64)
+
+    def refused():
+        with pytest.raises(TypeError, match=r"^late_c\(\)"):
+            m.late_c(x)
+
+    before = sys.getrefcount(x)
+    refused()
+    after = sys.getrefcount(x)
+    assert after == before
+    m.relay(refused)
+    after = sys.getrefcount(x)
+    assert after == before
+    started, done = threading.Event(), threading.Event()
+    other = threading.Thread(target=lambda: m.relay(lambda: (started.set(), done.wait(120))))
+    other.start()
+    assert started.wait(120)
+    refused()
+    done.set()
+    other.join()
+    with pytest.raises(TypeError, match="got float16"):
+        m.c_plain(torch.ones(2, 4, dtype=torch.float16), 2.0)
+    after = sys.getrefcount(x)
+    assert after == before
 
 
 def test_constructors_methods_and_every_calling_form_blame_the_right_argument(m):
