@@ -1,9 +1,9 @@
 /*!
  * \file torch_dlpack_bridge/call.h
  * \brief What a call of a function that `tdb::explain_refusals` wrapped leaves on its thread while the binding
- *        library resolves it: the casters' notes (which argument a tdb parameter took or refused, and what
- *        words the refusal later) and the tensors exported through `__dlpack__`, kept so that each producer is
- *        asked once per call however many overloads and passes try it. refusals.h reads and ends them.
+ *        library resolves it: the tensors exported through `__dlpack__`, kept so that each producer is asked once
+ *        per call however many overloads and passes try it (and so that a refusal can be worded from them), and
+ *        the exceptions with which producers refused. refusals.h reads and ends them.
  *
  * How an entry finds its call: every entry goes into its thread's log, stamped with the next value of a counter
  * of this module (call_stamp()). The wrapper reads the counter before it dispatches; when the call ends, the
@@ -26,7 +26,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,31 +37,16 @@
 namespace tdb {
 namespace detail {
 
-/*!
- * \brief What a caster did with `obj` in one call: taken (`why` is nullptr) or refused, with what words it later.
- * Owns its references (an item of a converted generator is gone after the call).
- */
+/*! \brief A producer's refusal of `obj` in one call: its exception, which words the refusal if the call fails. */
 struct Noted {
-  PyObject* obj = nullptr;       //!< owned: the argument or item
-  const char* param = nullptr;   //!< the parameter's type as signatures show it (static text)
-  std::string (*why)(const Noted&) = nullptr;  //!< words the refusal (only if the call is refused); nullptr: taken
-  PyObject* error = nullptr;     //!< owned: the producer's exception, for a refusal it raised
-  DLTensor t{};                  //!< a refused view's description, its shape then strides in `dims` (or `more`)
-  int64_t dims[8];
-  std::vector<int64_t> more;     //!< beyond 4 dimensions
-  bool read_only = false;
-  uint64_t stamp = 0;            //!< call_stamp() when it was noted
-
-  Noted(PyObject* o, const char* p) noexcept : obj(o), param(p) { Py_INCREF(o); }
-  Noted(Noted&& o) noexcept
-      : obj(o.obj), param(o.param), why(o.why), error(o.error), t(o.t), more(std::move(o.more)),
-        read_only(o.read_only), stamp(o.stamp) {
-    std::memcpy(dims, o.dims, sizeof(dims));
-    o.obj = o.error = nullptr;
+  PyObject* obj;          //!< owned: the argument or item
+  const char* param;      //!< the parameter's type as signatures show it (static text)
+  PyObject* error;        //!< owned: the producer's exception
+  uint64_t stamp;         //!< call_stamp() when it was noted
+  Noted(PyObject* o, const char* p, PyObject* e, uint64_t s) noexcept : obj(o), param(p), error(e), stamp(s) {
+    Py_INCREF(o);
   }
-  /*! \brief Where the shape then the strides are kept. */
-  int64_t* kept() { return more.empty() ? dims : more.data(); }
-  const int64_t* kept() const { return more.empty() ? dims : more.data(); }
+  Noted(Noted&& o) noexcept : obj(o.obj), param(o.param), error(o.error), stamp(o.stamp) { o.obj = o.error = nullptr; }
   Noted(const Noted&) = delete;
   Noted& operator=(const Noted&) = delete;
   Noted& operator=(Noted&&) = delete;
@@ -84,7 +68,6 @@ struct CallLog {
   std::vector<Noted> notes;
   std::vector<Exported> exports;
   std::unordered_map<PyObject*, size_t> exported;  //!< obj -> its entry in `exports`
-  size_t refusals = 0;  //!< the notes that are refusals: counted in refusals_noted()
   CallLog() = default;
   CallLog(const CallLog&) = delete;
   CallLog& operator=(const CallLog&) = delete;
@@ -96,11 +79,6 @@ struct CallLog {
 TDB_MODULE_LOCAL inline std::atomic<uint64_t>& call_stamp() {
   static std::atomic<uint64_t> stamp{0};
   return stamp;
-}
-/*! \brief How many refusal notes this module's logs hold, on any thread: the casters' one read when taking. */
-TDB_MODULE_LOCAL inline std::atomic<size_t>& refusals_noted() {
-  static std::atomic<size_t> count{0};
-  return count;
 }
 /*! \brief How many wrapped calls of this module are open, on any thread. */
 TDB_MODULE_LOCAL inline std::atomic<long>& open_calls() {
@@ -129,13 +107,7 @@ TDB_MODULE_LOCAL inline CallLog& call_log() {
  * Never throws; keeps any Python exception set.
  */
 inline void forget_since(CallLog& log, uint64_t since) noexcept {
-  while (!log.notes.empty() && log.notes.back().stamp > since) {
-    if (log.notes.back().why) {
-      --log.refusals;
-      refusals_noted().fetch_sub(1, std::memory_order_relaxed);
-    }
-    log.notes.pop_back();
-  }
+  while (!log.notes.empty() && log.notes.back().stamp > since) log.notes.pop_back();
   while (!log.exports.empty() && log.exports.back().stamp > since) {
     Exported& e = log.exports.back();
     log.exported.erase(e.obj);
@@ -154,28 +126,38 @@ inline CallLog::~CallLog() {
   forget_since(*this, 0);
 }
 
+/*! \brief The next stamp (callers hold the GIL on a build that has one, as the wrapper's count does). */
+inline uint64_t next_stamp() noexcept {
+#ifdef Py_GIL_DISABLED
+  return call_stamp().fetch_add(1, std::memory_order_relaxed) + 1;
+#else
+  const uint64_t stamp = call_stamp().load(std::memory_order_relaxed) + 1;
+  call_stamp().store(stamp, std::memory_order_relaxed);
+  return stamp;
+#endif
+}
+
 /*!
- * \brief Notes `obj` in this thread's log while a wrapped call is open; `fill(noted)` says why (sets `why` and
- * what it reads) and is run only then. A take is kept only beside a refusal (a variant's next alternative may take
- * what the first refused; such a tensor is not blamed). Never throws. Out of line: the casters' paths stay lean.
+ * \brief Notes that the producer of `obj` refused it for parameter type `param` with `error` (owned: taken), while
+ * a wrapped call is open; drops `error` otherwise. Never throws.
  */
-template <class F>
-TDB_NOINLINE void note(PyObject* obj, const char* param, F&& fill) noexcept {
-  if (open_calls().load(std::memory_order_relaxed) <= 0) return;  // nobody would read it
-  try {
-    CallLog& log = call_log();
-    Noted noted(obj, param);
-    fill(noted);
-    const bool refusal = noted.why != nullptr;
-    if (!refusal && log.refusals == 0) return;
-    noted.stamp = call_stamp().fetch_add(1, std::memory_order_relaxed) + 1;
-    log.notes.push_back(std::move(noted));
-    if (refusal) {
-      ++log.refusals;
-      refusals_noted().fetch_add(1, std::memory_order_relaxed);
-    }
-  } catch (...) {  // out of memory: one line fewer
+inline void note_refusal(PyObject* obj, const char* param, PyObject* error) noexcept {
+  if (open_calls().load(std::memory_order_relaxed) <= 0) {  // nobody would read it
+    Py_XDECREF(error);
+    return;
   }
+  try {
+    call_log().notes.emplace_back(obj, param, error, next_stamp());
+  } catch (...) {  // out of memory: one line fewer
+    Py_XDECREF(error);
+  }
+}
+
+/*! \brief The export of `obj` that this thread's log keeps for a call (lent_export()), or nullptr. */
+inline const DLManagedTensorVersioned* kept_export(PyObject* obj) {
+  CallLog& log = call_log();
+  const auto found = log.exported.find(obj);
+  return found == log.exported.end() ? nullptr : log.exports[found->second].tensor.get();
 }
 
 /*!
@@ -185,12 +167,11 @@ TDB_NOINLINE void note(PyObject* obj, const char* param, F&& fill) noexcept {
  */
 inline const DLManagedTensorVersioned* lent_export(PyObject* obj, const char* name) {
   if (open_calls().load(std::memory_order_relaxed) <= 0) return nullptr;
+  if (const DLManagedTensorVersioned* kept = kept_export(obj)) return kept;
   CallLog& log = call_log();
-  const auto found = log.exported.find(obj);
-  if (found != log.exported.end()) return log.exports[found->second].tensor.get();
   ManagedTensor tensor = ManagedTensor::from_python(obj, nullptr, name);  // may run Python: no reference held
   const DLManagedTensorVersioned* lent = tensor.get();
-  log.exports.push_back(Exported{obj, call_stamp().fetch_add(1, std::memory_order_relaxed) + 1, std::move(tensor)});
+  log.exports.push_back(Exported{obj, next_stamp(), std::move(tensor)});
   Py_INCREF(obj);
   try {
     log.exported[obj] = log.exports.size() - 1;

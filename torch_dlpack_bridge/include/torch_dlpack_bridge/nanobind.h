@@ -168,8 +168,9 @@ TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
  * parameter refused a tensor when no overload takes a call: nanobind's TypeError, the same type and listing, with
  * one line per overload and refused tensor argument added (refusals.h). Call it at the end of NB_MODULE, after
  * the last `def` (a function defined later is not wrapped). The call is dispatched once either way: the reasons
- * are noted while nanobind resolves it, and a producer without a table is asked `__dlpack__` once per call; a call
- * that is taken reads a counter twice and counts itself open. Does nothing with the limited API (NB_STABLE_ABI).
+ * are worded only for a refused call, by each parameter type's checks, and a producer without a table is asked
+ * `__dlpack__` once per call; a call that is taken reads a counter twice and counts itself open. Does nothing with
+ * the limited API (NB_STABLE_ABI).
  */
 inline void explain_refusals(nanobind::module_& m) {
 #if !defined(Py_LIMITED_API)
@@ -325,7 +326,8 @@ class NanobindArg : public NanobindHeld<T> {
   bool from_python(nanobind::handle src, uint8_t /*flags*/, nanobind::detail::cleanup_list* call) noexcept {
     register_nanobind_error_translator();
     PyObject* obj = src.ptr();  // (capturing nanobind's handle, a hidden-visibility type, would warn)
-    if (!is_dlpack_tensor(obj)) return refused_non_tensor(obj, kSignatureTensor);
+    (void)registered_;
+    if (!is_dlpack_tensor(obj)) return false;
     if (PyObject* exc = this->orphaned(obj, call)) return this->hold(exc, obj, call);
     if (!fill_or_note([this, obj] {
           if constexpr (std::is_same_v<T, TensorView>)
@@ -333,8 +335,12 @@ class NanobindArg : public NanobindHeld<T> {
           else this->value_.emplace(ManagedTensor::from_python(obj, "tensor"));
         }, obj, kSignatureTensor))
       return this->refused_or_kept(obj, call);
-    return taken(obj, kSignatureTensor);
+    return true;
   }
+
+ private:
+  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h). */
+  static inline const bool registered_ = register_recheck(kSignatureTensor, &recheck<TensorView>);
 };
 
 /*!
@@ -359,12 +365,12 @@ class NanobindTypedArg : public NanobindHeld<V> {
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;
     constexpr const char* kParam = Signature<Ts...>::value.text;  // as signatures show the parameter
-    if (!dlpack_tensor_table(obj, &api, &autograd_)) return refused_non_tensor(obj, kParam);
+    (void)registered_;
+    if (!dlpack_tensor_table(obj, &api, &autograd_)) return false;
     if (PyObject* exc = this->orphaned(obj, call)) return this->hold(exc, obj, call);
     if (!fill_or_note([this, obj, api] { this->value_.emplace(unchecked, obj, api, V::DefaultName); }, obj, kParam))
       return this->refused_or_kept(obj, call);
-    if (V::satisfied_by(*this->value_, &autograd_)) return taken(obj, kParam);  // one compare per constraint
-    note_violation<V>(obj, kParam, *this->value_);
+    if (V::satisfied_by(*this->value_, &autograd_)) return true;  // one compare per constraint
     this->value_.reset();  // another overload may take it
     return false;
   }
@@ -382,6 +388,8 @@ class NanobindTypedArg : public NanobindHeld<V> {
     return value;
   }
   AutogradFunctions autograd_;  // type(obj)'s, from the table's lookup
+  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h). */
+  static inline const bool registered_ = register_recheck(Signature<Ts...>::value.text, &recheck<Tensor<Ts...>>);
 };
 
 /*! \brief A container of untyped elements (tdb::TensorView, tdb::ManagedTensor): nothing to commit. */

@@ -164,9 +164,9 @@ inline bool wrap_pybind11_function(PyObject* f) {
  * parameter refused a tensor when no overload takes a call: pybind11's TypeError, the same type and listing, with
  * one line per overload and refused tensor argument added (refusals.h). Call it at the end of PYBIND11_MODULE,
  * after the last `def` (a function defined later is not wrapped). The call is dispatched once either way: the
- * reasons are noted while pybind11 resolves it (both passes), and a producer without a table is asked
- * `__dlpack__` once per call; a call that is taken reads a counter twice and counts itself open. Needs pybind11 3
- * (its vectorcall dispatcher); does nothing with pybind11 2 or the limited API.
+ * reasons are worded only for a refused call, by each parameter type's checks, and a producer without a table is
+ * asked `__dlpack__` once per call; a call that is taken reads a counter twice and counts itself open. Needs
+ * pybind11 3 (its vectorcall dispatcher); does nothing with pybind11 2 or the limited API.
  */
 inline void explain_refusals(pybind11::module_& m) {
 #if PYBIND11_VERSION_MAJOR >= 3 && !defined(Py_LIMITED_API)
@@ -196,10 +196,12 @@ class type_caster<tdb::TensorView> {
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;  // looked up once, for the question and the view
     constexpr const char* kParam = tdb::detail::kSignatureTensor;  // as signatures show the parameter
-    if (!tdb::detail::dlpack_tensor_table(obj, &api)) return tdb::detail::refused_non_tensor(obj, kParam);
-    if (!tdb::detail::fill_or_note([this, obj, api] { value_.emplace(tdb::detail::lent, obj, api, "tensor"); }, obj, kParam))
+    (void)registered_;
+    if (!tdb::detail::dlpack_tensor_table(obj, &api)) return false;
+    if (!tdb::detail::fill_or_note([this, obj, api] { value_.emplace(tdb::detail::lent, obj, api, "tensor"); }, obj,
+                                   kParam))
       return tdb::detail::pybind11_refused();
-    return tdb::detail::taken(obj, kParam);
+    return true;
   }
   operator tdb::TensorView*() { return &*value_; }
   operator tdb::TensorView&() { return *value_; }
@@ -207,6 +209,9 @@ class type_caster<tdb::TensorView> {
 
  private:
   std::optional<tdb::TensorView> value_;
+  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h). */
+  static inline const bool registered_ =
+      tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
 };
 
 /*! \brief tdb::ManagedTensor: owning export as an argument; a returned one goes back to its producer. */
@@ -219,17 +224,23 @@ class type_caster<tdb::ManagedTensor> {
   bool load(handle src, bool /*convert*/) {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
-    if (!tdb::is_dlpack_tensor(obj)) return tdb::detail::refused_non_tensor(obj, tdb::detail::kSignatureTensor);
+    (void)registered_;
+    if (!tdb::is_dlpack_tensor(obj)) return false;
     if (!tdb::detail::fill_or_note([this, obj] { value = tdb::ManagedTensor::from_python(obj, "tensor"); }, obj,
                                    tdb::detail::kSignatureTensor))
       return tdb::detail::pybind11_refused();
-    return tdb::detail::taken(obj, tdb::detail::kSignatureTensor);
+    return true;
   }
   /*! \brief Hands the tensor to its producer's managed_tensor_to_py_object_no_sync; throws tdb::Error on failure. */
   static handle cast(tdb::ManagedTensor&& src, return_value_policy /*policy*/, handle /*parent*/) {
     tdb::register_pybind11_error_translator();
     return src.to_python();
   }
+
+ private:
+  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h). */
+  static inline const bool registered_ =
+      tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
 };
 
 /*!
@@ -259,13 +270,12 @@ class tdb_typed_caster {
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;
     constexpr const char* kParam = tdb::detail::Signature<Ts...>::value.text;  // as signatures show it
-    if (!tdb::detail::dlpack_tensor_table(obj, &api, &autograd_))
-      return tdb::detail::refused_non_tensor(obj, kParam);
+    (void)registered_;
+    if (!tdb::detail::dlpack_tensor_table(obj, &api, &autograd_)) return false;
     if (!tdb::detail::fill_or_note([this, obj, api] { value_.emplace(tdb::detail::unchecked, obj, api,
                                                                      Value::DefaultName); }, obj, kParam))
       return tdb::detail::pybind11_refused();
-    if (Value::satisfied_by(*value_, &autograd_)) return tdb::detail::taken(obj, kParam);  // a compare each
-    tdb::detail::note_violation<Value>(obj, kParam, *value_);
+    if (Value::satisfied_by(*value_, &autograd_)) return true;  // a compare each
     value_.reset();  // another overload may take it
     return false;
   }
@@ -280,6 +290,9 @@ class tdb_typed_caster {
   }
   std::optional<Held> value_;
   tdb::detail::AutogradFunctions autograd_;  // type(obj)'s, from the table's lookup
+  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h). */
+  static inline const bool registered_ =
+      tdb::detail::register_recheck(tdb::detail::Signature<Ts...>::value.text, &tdb::detail::recheck<Value>);
 };
 
 /*! \brief Typed tdb::Tensor<...> arguments (see tdb_typed_caster). */

@@ -10,30 +10,30 @@
  *     overload 2: argument 'y': expected dtype float64, got float16
  * \endcode
  *
- * How a note finds its call: neither binding library lets a caster reach its final message, nor tells it its
+ * How the lines are found: neither binding library lets a caster reach its final message, nor tells it its
  * parameter's name or overload, so `explain_refusals` wraps each function's entry point (pybind11 3: its
- * PyMethodDef's dispatcher; nanobind: its vectorcall slot) and calls the library's dispatch once. While the
- * library resolves the call (pybind11: both of its passes; nanobind: its passes), every tdb caster that refuses
- * an argument notes it in its thread's log with what is needed to word it later (the producer's exception, or a
- * copy of the refused view's description), and once the log holds a refusal, the casters also note what they
- * took (a variant's next alternative may take what the first refused). Each note is stamped from a counter of
- * the module, which the wrapper read before the dispatch: the notes its thread made since are the call's own, as
- * a call made meanwhile by a converter, a `__dlpack__` or a body (this function again, or another) removed its
- * own when it ended (call.h); another thread has its own log (free-threaded CPython too). Only when the dispatch
- * fails with the library's own overload TypeError for this call (its function's name, raised by the dispatcher
- * itself: no traceback yet, not marked by a wrapped call made inside it, and no lines yet) are the notes worded
- * and matched, through one table of the noted objects, with the overloads and parameter names that the TypeError
- * lists (a constructor's listing has no `self`; keyword-only and defaulted parameters by name), and the lines
- * added to that TypeError. Nothing is dispatched again: a call runs its body once with the arguments given, or is
- * refused and no body ran; a producer without a table is asked `__dlpack__` once per call, however many overloads
- * try it. An accepted call that noted nothing pays two reads of the counter and a count of open calls in the
- * wrapper, and per tensor one module-local counter read. An argument whose refusal no tdb caster noted (a
- * non-tensor parameter that did not convert) gets no line, nor does a tensor that its overload took, nor an item
- * of an iterable that is not a list or a tuple (a generator: its items are gone). Functions defined after
- * `explain_refusals` are not wrapped (neither library has a hook where a function is defined): their refusals say
- * no more than the library's message. One error is not told apart: a body that lets through, with no Python frame
- * between (a `functools.partial` callback), the same-named overload TypeError of a module's function that is not
- * wrapped; the call's own notes are then added to it.
+ * PyMethodDef's dispatcher; nanobind: its vectorcall slot) and calls the library's dispatch once. A refusing
+ * caster says nothing then; only when the dispatch fails with the library's own overload TypeError for this call
+ * (its function's name, raised by the dispatcher itself: no traceback yet, not marked by a wrapped call made
+ * inside it, and no lines yet) does the wrapper read the overloads and parameters that the TypeError lists (a
+ * constructor's listing has no `self`; keyword-only and defaulted parameters by name; an overload the arguments
+ * cannot bind to is left out), and ask each tdb parameter type there, through the check its caster registered
+ * when the module was loaded, why it refuses its argument (or a list's first refused item): the same words its
+ * checks give. A tensor with a table is described again through it, which runs no Python code and changes
+ * nothing; one taken through `__dlpack__` is described from the export the call kept (call.h: each such producer
+ * is asked once per call, however many overloads try it, and never again to word a refusal), and a producer's
+ * own refusal is worded from the exception it raised, noted when it raised it. Those entries are stamped from a
+ * counter of the module, which the wrapper read before the dispatch, so the entries its thread made since are the
+ * call's own (call.h). Nothing is dispatched again: a call runs its body once with the arguments given, or is
+ * refused and no body ran. An accepted call that made no entry pays two reads of the counter and a count of open
+ * calls in the wrapper, and nothing per tensor. A type that takes its argument is not blamed; an argument that no
+ * tdb parameter refuses (a non-tensor parameter that did not convert) gets no line, nor does an item of an iterable
+ * that is not a list or a tuple (a generator: its items are gone). A tensor argument is explained whether or not
+ * the library reached it (an earlier argument may have failed first). Functions defined after `explain_refusals`
+ * are not wrapped (neither library has a hook where a function is defined): their refusals say no more than the
+ * library's message. One error is not told apart: a body that lets through, with no Python frame between (a
+ * `functools.partial` callback), the same-named overload TypeError of a module's function that is not wrapped;
+ * the call's lines are then added to it.
  *
  * Included by pybind11.h and nanobind.h; a kernel author never includes it directly.
  */
@@ -69,64 +69,61 @@ inline std::string without_argument(std::string why) {
   return why;
 }
 
-/*! \brief True while a log of this module holds a refusal, on any thread: the casters' accepted path's one test. */
-inline bool noting_any() noexcept { return refusals_noted().load(std::memory_order_relaxed) != 0; }
+/*! \brief The words of a non-tensor's refusal. */
+inline std::string non_tensor_why(PyObject* obj) {
+  const bool type = PyType_Check(obj);
+  return std::string("expected a tensor, got ") + (type ? "the class '" : "'") +
+         (type ? reinterpret_cast<PyTypeObject*>(obj)->tp_name : Py_TYPE(obj)->tp_name) + "'";
+}
 
-/*! \brief A caster took `obj`: true, after noting it beside a refusal of this call (a variant's next alternative
- *  may take what the first refused; such a tensor is not blamed). */
-TDB_ALWAYS_INLINE inline bool taken(PyObject* obj, const char* param) noexcept {
-  if (noting_any()) note(obj, param, [](Noted&) {});
+/*!
+ * \brief What a tdb parameter type says of `obj` once a call is refused: true when it takes it; false with `why`
+ * set to why not (a non-tensor; the producer's refusal; the first constraint violated, as the type's checks word
+ * it); false with `why` empty when nothing can be said without asking a producer again.
+ */
+using Recheck = bool (*)(PyObject* obj, std::string& why);
+
+/*! \brief This module's rechecks by parameter type, as signatures show it: each caster registers its own. */
+TDB_MODULE_LOCAL inline std::unordered_map<std::string, Recheck>& rechecks() {
+  static auto* by_type = new std::unordered_map<std::string, Recheck>();  // never destroyed: calls at exit
+  return *by_type;
+}
+/*! \brief Registers the recheck of parameter type `param` (at the module's load); true. */
+inline bool register_recheck(const char* param, Recheck recheck) noexcept {
+  try {
+    rechecks().emplace(param, recheck);
+  } catch (...) {  // out of memory: no lines for this type
+  }
   return true;
 }
 
-/*! \brief The words of a non-tensor's refusal. */
-inline std::string non_tensor_why(const Noted& n) {
-  const bool type = PyType_Check(n.obj);
-  return std::string("expected a tensor, got ") + (type ? "the class '" : "'") +
-         (type ? reinterpret_cast<PyTypeObject*>(n.obj)->tp_name : Py_TYPE(n.obj)->tp_name) + "'";
-}
-/*! \brief A caster refused `obj`, which is not a tensor: false, after noting it. */
-inline bool refused_non_tensor(PyObject* obj, const char* param) noexcept {
-  note(obj, param, [](Noted& n) { n.why = &non_tensor_why; });
-  return false;
-}
-
-/*! \brief The words of a typed parameter's refusal: the first constraint the noted view violates, as
- *  `Value::check` words it (any refusal a constraint adds is picked up). */
+/*!
+ * \brief The Recheck of a `Value` parameter (tdb::TensorView, or a tdb::Tensor<...> and its checks). A tensor with
+ * a table is described again through it (a table's export runs no Python code and changes nothing); one taken
+ * through `__dlpack__` from the export its call kept (call.h), never by asking its producer again.
+ */
 template <class Value>
-std::string violation_why(const Noted& n) {
-  DLTensor t = n.t;
-  if (t.ndim > 0) {
-    t.shape = const_cast<int64_t*>(n.kept());
-    t.strides = n.t.strides ? t.shape + t.ndim : nullptr;  // (a marker: not the producer's pointer)
+bool recheck(PyObject* obj, std::string& why) {
+  if (!is_dlpack_tensor(obj)) {
+    why = non_tensor_why(obj);
+    return false;
   }
-  const TensorView v(described, n.obj, t, n.read_only, Value::DefaultName);
   try {
-    Value::check(v);
+    const DLPackExchangeAPI* api = find_exchange_api(Py_TYPE(obj));
+    const DLManagedTensorVersioned* kept = api ? nullptr : kept_export(obj);
+    if (!api && !kept) return false;  // its producer refused (noted) or was never asked
+    const TensorView v = api ? TensorView(obj, api, "tensor")
+                             : TensorView(described, obj, kept->dl_tensor,
+                                          (kept->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0, "tensor");
+    if constexpr (!std::is_same<Value, TensorView>::value) Value::check(v);
+    return true;
   } catch (const Error& e) {
     PyErr_Clear();
-    return without_argument(e.what());
+    why = without_argument(e.what());
+  } catch (...) {  // out of memory
+    PyErr_Clear();
   }
-  return "refused";  // not reached: the caster saw a violation
-}
-/*! \brief A typed caster refused the view `v` of `obj`: notes a copy of its description (the view is gone by the
- *  time the call is known to be refused, and a converter may change the tensor meanwhile). */
-template <class Value, class View>
-void note_violation(PyObject* obj, const char* param, const View& v) noexcept {
-  note(obj, param, [&v](Noted& n) {
-    n.t = v.dl();
-    const size_t ndim = n.t.ndim > 0 ? static_cast<size_t>(n.t.ndim) : 0;
-    if (ndim > 4) n.more.resize(2 * ndim);
-    int64_t* kept = n.kept();
-    for (size_t i = 0; i < ndim; ++i) {
-      kept[i] = n.t.shape[i];
-      kept[ndim + i] = n.t.strides ? n.t.strides[i] : 0;
-    }
-    n.t.shape = nullptr;  // the producer's: gone after the call
-    n.t.strides = n.t.strides ? kept : nullptr;
-    n.read_only = v.read_only();
-    n.why = &violation_why<Value>;
-  });
+  return false;
 }
 
 /*! \brief The words of a producer's refusal: its exception's message. */
@@ -155,10 +152,7 @@ TDB_ALWAYS_INLINE inline bool fill_or_note(F&& fill, PyObject* obj, const char* 
       }))
     return true;
   if (!refusal_raised()) return false;  // not about the tensor: the caster raises it
-  note(obj, param, [](Noted& n) {
-    n.error = fetch_exception();
-    n.why = &producer_why;
-  });
+  note_refusal(obj, param, fetch_exception());
   PyErr_Clear();
   return false;
 }
@@ -171,6 +165,8 @@ TDB_ALWAYS_INLINE inline bool fill_or_note(F&& fill, PyObject* obj, const char* 
 struct Listed {
   std::string name, annotation;
   bool keyword_only;
+  bool has_default;
+  bool variadic;  //!< `*args` or `**kwargs` (the name keeps its stars)
 };
 
 /*! \brief Index of the bracket closing the one at `open` in `s` (quotes skipped), or npos. */
@@ -212,13 +208,15 @@ inline std::vector<Listed> listed_parameters(const std::string& signature) {
     start = end + 1;
     p.erase(0, p.find_first_not_of(' '));
     if (p == "/") continue;
-    if (p == "*" || p.compare(0, 1, "*") == 0) {  // the rest is keyword-only (also after *args)
-      keyword_only = true;
-      continue;
-    }
     const size_t colon = p.find(": ");
     const size_t equals = p.find(" = ");
-    Listed l{p.substr(0, colon == std::string::npos ? equals : colon), std::string(), keyword_only};
+    if (p.compare(0, 1, "*") == 0) {  // the rest is keyword-only (also after *args)
+      keyword_only = true;
+      if (p != "*") out.push_back(Listed{p.substr(0, colon), std::string(), true, true, true});
+      continue;
+    }
+    Listed l{p.substr(0, colon == std::string::npos ? equals : colon), std::string(), keyword_only,
+             equals != std::string::npos, false};
     if (colon != std::string::npos) l.annotation = p.substr(colon + 2, equals == std::string::npos ? std::string::npos
                                                                                                   : equals - colon - 2);
     out.push_back(std::move(l));
@@ -247,25 +245,11 @@ inline std::vector<std::string> tensor_types(const std::string& annotation) {
 /*! \brief What starts the lines added to a TypeError. */
 constexpr const char kWhy[] = "\n\nWhy the tensor arguments were refused:\n";
 
-/*! \brief What one call noted of one object under one parameter type: whether it was taken, and its refusals. */
-struct NotedUnder {
-  const char* param;
-  bool took;
-  std::vector<const Noted*> refusals;
-};
-/*! \brief The notes of a refused call by object, made once: every argument and item is then looked up once. */
-using NotesByObject = std::unordered_map<PyObject*, std::vector<NotedUnder>>;
+/*! \brief The producers' refusals that a call noted, by object (each argument and item is looked up once). */
+using NotesByObject = std::unordered_map<PyObject*, std::vector<const Noted*>>;
 inline NotesByObject notes_by_object(const Noted* first, const Noted* last) {
   NotesByObject out;
-  for (const Noted* at = first; at != last; ++at) {
-    const Noted& noted = *at;
-    std::vector<NotedUnder>& under = out[noted.obj];
-    NotedUnder* u = nullptr;
-    for (NotedUnder& each : under) u = std::strcmp(each.param, noted.param) == 0 ? &each : u;
-    if (!u) u = &under.emplace_back(NotedUnder{noted.param, false, {}});
-    if (noted.why) u->refusals.push_back(&noted);
-    else u->took = true;
-  }
+  for (const Noted* at = first; at != last; ++at) out[at->obj].push_back(at);
   return out;
 }
 
@@ -278,37 +262,88 @@ struct Lines {
   }
 };
 
+/*! \brief Whether an annotation holds its tdb types in a sequence (a std::vector parameter's). */
+inline bool sequence_of_tensors(const std::string& annotation) {
+  const std::string before = annotation.substr(0, annotation.find(kSignatureTensor));
+  return before.find("Sequence[") != std::string::npos || before.find("list[") != std::string::npos ||
+         before.find("List[") != std::string::npos;
+}
+/*! \brief Whether an annotation takes None (a std::optional parameter's). */
+inline bool optional_annotation(const std::string& annotation) {
+  const std::string none = " | None";
+  return annotation.compare(0, 16, "typing.Optional[") == 0 ||
+         (annotation.size() >= none.size() && annotation.compare(annotation.size() - none.size(), none.size(), none) == 0);
+}
+
 /*!
- * \brief The lines for argument `value` (named `name`) of overload `k`: one per refusal of the value, or of the
- * first item of a list or tuple that this overload refused (its caster stopped there), unless it was taken.
+ * \brief The lines for argument `value` (named `name`, annotated `annotation`) of overload `k`: why each tdb type of
+ * the annotation refuses the value (a producer's noted refusal, or the type's recheck), unless one of them takes
+ * it; for a sequence parameter, the same for the first item of a list or tuple that is refused (the library's
+ * caster stops there), and nothing for another iterable (a generator: its items are gone).
  */
 inline void explain_argument(Lines& lines, int k, const std::string& name, PyObject* value,
-                             const std::vector<std::string>& types, const NotesByObject& notes) {
-  // A list's items are what a std::vector parameter's caster noted (a snapshot: other threads may change it).
-  PyObject* items = (PyList_Check(value) || PyTuple_Check(value)) ? PySequence_Tuple(value) : nullptr;
-  if (!items) PyErr_Clear();
-  const Py_ssize_t n = items ? PyTuple_GET_SIZE(items) : 0;
-  bool blamed = false;
-  for (Py_ssize_t item = -1; item < n && !blamed; ++item) {
-    const auto found = notes.find(item < 0 ? value : PyTuple_GET_ITEM(items, item));
-    if (found == notes.end()) continue;
+                             const std::string& annotation, const NotesByObject& notes) {
+  const std::vector<std::string> types = tensor_types(annotation);
+  if (types.empty() || (value == Py_None && optional_annotation(annotation))) return;
+  PyObject* items = nullptr;  // a snapshot: other threads may change the list
+  if (sequence_of_tensors(annotation)) {
+    if (!PyList_Check(value) && !PyTuple_Check(value)) return;
+    if (!(items = PySequence_Tuple(value))) return PyErr_Clear();
+  }
+  const Py_ssize_t n = items ? PyTuple_GET_SIZE(items) : 1;
+  for (Py_ssize_t item = 0; item < n; ++item) {
+    PyObject* obj = items ? PyTuple_GET_ITEM(items, item) : value;
+    const auto noted = notes.find(obj);
     bool took = false;
-    std::vector<const Noted*> why;
-    for (const NotedUnder& u : found->second) {
-      bool here = false;
-      for (const std::string& t : types) here |= t == u.param;
-      if (!here) continue;
-      took |= u.took;
-      why.insert(why.end(), u.refusals.begin(), u.refusals.end());
+    std::vector<std::string> why;
+    for (const std::string& type : types) {
+      bool said = false;  // a producer's refusal, noted: never asked again
+      for (size_t i = 0; noted != notes.end() && i < noted->second.size(); ++i) {
+        if (type != noted->second[i]->param) continue;
+        why.push_back(producer_why(*noted->second[i]));
+        said = true;
+      }
+      const auto recheck = said ? rechecks().end() : rechecks().find(type);
+      std::string words;
+      if (recheck != rechecks().end() && recheck->second(obj, words)) took = true;
+      if (!words.empty()) why.push_back(std::move(words));
     }
-    if (took) continue;  // never blame a tensor that this overload took
-    for (const Noted* w : why) {
+    if (took || why.empty()) continue;  // never blame a tensor that this overload takes
+    for (const std::string& w : why)
       lines.add("    overload " + std::to_string(k) + ": argument '" + name + "'" +
-                (item < 0 ? std::string() : ", item " + std::to_string(item)) + ": " + w->why(*w) + "\n");
-      blamed = item >= 0;
-    }
+                (items ? ", item " + std::to_string(item) : std::string()) + ": " + w + "\n");
+    break;
   }
   Py_XDECREF(items);
+}
+
+/*!
+ * \brief The call's arguments bound to an overload's parameters (nullptr where none, e.g. a default), or nothing
+ * when they cannot bind (too many, a missing required one, an unknown keyword): the library never tried its
+ * converters, and no line is said of it.
+ */
+inline std::vector<PyObject*> bound(const std::vector<Listed>& params, PyObject* const* args, size_t nargs,
+                                    PyObject* kwnames) {
+  std::vector<PyObject*> values(params.size(), nullptr);
+  size_t position = 0, used = 0;
+  bool any_positional = false, any_keyword = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Listed& p = params[i];
+    if (p.variadic) {
+      (p.name.compare(0, 2, "**") == 0 ? any_keyword : any_positional) = true;
+      continue;
+    }
+    if (!p.keyword_only && position < nargs) values[i] = args[position++];
+    for (Py_ssize_t j = 0; !values[i] && kwnames && j < PyTuple_GET_SIZE(kwnames); ++j) {
+      const char* key = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, j));
+      if (key && p.name == key) values[i] = args[nargs + j], ++used;
+    }
+    if (!values[i] && !p.has_default) return {};
+  }
+  PyErr_Clear();
+  const size_t keywords = kwnames ? static_cast<size_t>(PyTuple_GET_SIZE(kwnames)) : 0;
+  if ((position < nargs && !any_positional) || (used < keywords && !any_keyword)) return {};
+  return values;
 }
 
 /*!
@@ -336,18 +371,10 @@ inline void add_reasons(PyObject* error, const NotesByObject& notes, PyObject* c
       const size_t dot = line.find(". ");
       if (line.compare(0, 4, "    ") != 0 || dot == std::string::npos) break;  // the end of the list
       const int k = std::atoi(line.c_str() + 4);
-      size_t position = 0;
-      for (const Listed& p : listed_parameters(line.substr(dot + 2))) {
-        PyObject* value = nullptr;
-        if (!p.keyword_only && position < nargs) value = args[position];
-        ++position;
-        for (Py_ssize_t i = 0; !value && kwnames && i < PyTuple_GET_SIZE(kwnames); ++i) {
-          const char* key = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, i));
-          if (key && p.name == key) value = args[nargs + i];
-        }
-        const std::vector<std::string> types = tensor_types(p.annotation);
-        if (value && !types.empty()) explain_argument(lines, k, p.name, value, types, notes);
-      }
+      const std::vector<Listed> params = listed_parameters(line.substr(dot + 2));
+      const std::vector<PyObject*> values = bound(params, args, nargs, kwnames);
+      for (size_t i = 0; i < values.size(); ++i)
+        if (values[i]) explain_argument(lines, k, params[i].name, values[i], params[i].annotation, notes);
     }
     if (!lines.text.empty()) {
       message += kWhy + lines.text.substr(0, lines.text.size() - 1);
@@ -370,6 +397,12 @@ struct Dispatch {
   std::string (*name)(PyObject* callee);  //!< asked only when the call failed
   PyObject* operator()() const { return fn(callee, args, nargsf, kwnames); }
 };
+
+/*! \brief The number of positional arguments in a vectorcall's `nargsf`, without the flags: CPython's offset bit,
+ *  and the bit below it that nanobind sets for a constructor's trusted `self`. */
+inline size_t positional_count(size_t nargsf) {
+  return nargsf & ~(PY_VECTORCALL_ARGUMENTS_OFFSET | (PY_VECTORCALL_ARGUMENTS_OFFSET >> 1));
+}
 
 /*! \brief The attribute that marks a TypeError which a wrapped call (of any module) failed with. */
 constexpr const char kFailedIn[] = "__tdb_failed_call__";
@@ -412,14 +445,13 @@ TDB_NOINLINE inline PyObject* explain(PyObject* result, const Dispatch& d, uint6
   PyObject* error = result ? nullptr : fetch_exception();
   CallLog& log = call_log();
   size_t first = log.notes.size();
-  bool refused = false;
-  while (first > 0 && log.notes[first - 1].stamp > start) refused |= log.notes[--first].why != nullptr;
+  while (first > 0 && log.notes[first - 1].stamp > start) --first;
   bool constructor = false;
-  if (error && refused && own_overload_error(error, d, constructor)) {
+  if (error && own_overload_error(error, d, constructor)) {
     try {
       const Noted* notes = log.notes.data();
       add_reasons(error, notes_by_object(notes + first, notes + log.notes.size()), d.args,
-                  static_cast<size_t>(PyVectorcall_NARGS(d.nargsf)), d.kwnames, constructor);
+                  positional_count(d.nargsf), d.kwnames, constructor);
     } catch (...) {  // out of memory: the library's message as it is
     }
   }
