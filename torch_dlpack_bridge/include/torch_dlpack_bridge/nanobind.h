@@ -339,8 +339,9 @@ class NanobindArg : public NanobindHeld<T> {
   }
 
  private:
-  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h). */
-  static inline const bool registered_ = register_recheck(kSignatureTensor, &recheck<TensorView>);
+  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
+  TDB_MODULE_LOCAL static inline const bool registered_ =
+      register_recheck(kSignatureTensor, &recheck<TensorView>);
 };
 
 /*!
@@ -388,8 +389,9 @@ class NanobindTypedArg : public NanobindHeld<V> {
     return value;
   }
   AutogradFunctions autograd_;  // type(obj)'s, from the table's lookup
-  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h). */
-  static inline const bool registered_ = register_recheck(Signature<Ts...>::value.text, &recheck<Tensor<Ts...>>);
+  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
+  TDB_MODULE_LOCAL static inline const bool registered_ =
+      register_recheck(Signature<Ts...>::value.text, &recheck<Tensor<Ts...>>);
 };
 
 /*! \brief A container of untyped elements (tdb::TensorView, tdb::ManagedTensor): nothing to commit. */

@@ -209,8 +209,8 @@ class type_caster<tdb::TensorView> {
 
  private:
   std::optional<tdb::TensorView> value_;
-  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h). */
-  static inline const bool registered_ =
+  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
+  TDB_MODULE_LOCAL static inline const bool registered_ =
       tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
 };
 
@@ -238,8 +238,8 @@ class type_caster<tdb::ManagedTensor> {
   }
 
  private:
-  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h). */
-  static inline const bool registered_ =
+  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
+  TDB_MODULE_LOCAL static inline const bool registered_ =
       tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
 };
 
@@ -290,8 +290,8 @@ class tdb_typed_caster {
   }
   std::optional<Held> value_;
   tdb::detail::AutogradFunctions autograd_;  // type(obj)'s, from the table's lookup
-  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h). */
-  static inline const bool registered_ =
+  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
+  TDB_MODULE_LOCAL static inline const bool registered_ =
       tdb::detail::register_recheck(tdb::detail::Signature<Ts...>::value.text, &tdb::detail::recheck<Value>);
 };
 

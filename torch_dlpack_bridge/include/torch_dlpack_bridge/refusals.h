@@ -271,8 +271,9 @@ inline bool sequence_of_tensors(const std::string& annotation) {
 /*! \brief Whether an annotation takes None (a std::optional parameter's). */
 inline bool optional_annotation(const std::string& annotation) {
   const std::string none = " | None";
+  const size_t n = annotation.size();
   return annotation.compare(0, 16, "typing.Optional[") == 0 ||
-         (annotation.size() >= none.size() && annotation.compare(annotation.size() - none.size(), none.size(), none) == 0);
+         (n >= none.size() && annotation.compare(n - none.size(), none.size(), none) == 0);
 }
 
 /*!
