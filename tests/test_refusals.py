@@ -477,9 +477,9 @@ def test_a_nested_calls_export_is_released_when_it_returns(m):
 
 
 def test_an_unwrapped_functions_refusals_are_not_kept(m):
-    # late_c() is defined after explain_refusals. Its casters note only while a wrapped call is open (on any thread),
-    # and a note holds the refused tensor: each such note must go with the call that was open, or, when that call was
-    # another thread's, at this thread's next call that notes something once no wrapped call is open.
+    # late_c() is defined after explain_refusals. Its casters note only inside a wrapped call of their thread, and a
+    # note holds the refused tensor: such a note goes with that call; none is made while only another thread's call
+    # is open.
     x = torch.ones(2, 4, dtype=torch.float64)
 
     def refused():
@@ -504,6 +504,50 @@ def test_an_unwrapped_functions_refusals_are_not_kept(m):
         m.c_plain(torch.ones(2, 4, dtype=torch.float16), 2.0)
     after = sys.getrefcount(x)
     assert after == before
+
+
+class Changing:
+    """A producer without a table whose __dlpack__ hands out its current tensor (which it may change)."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, **kwargs):
+        return self.t.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
+def test_a_nested_call_exports_its_producer_again(m):
+    # An export is the call's own: a call made inside it (here by apply's callback) asks the producer again. Before,
+    # the nested call was lent the outer call's export of the producer's old tensor, and read the wrong data.
+    p, seen = Changing(torch.ones(2, 4)), []
+
+    def callback():
+        p.t = torch.ones(3, 4)
+        seen.append(m.c_plain(p, 2.0))
+
+    assert m.apply(callback, p) == "float32[2]"
+    assert seen == ["float32[3]"]
+
+
+def test_an_export_made_outside_any_call_of_its_thread_is_not_kept(m):
+    # late_c() is not wrapped; called on this thread while only another thread has a wrapped call open, its export
+    # is its own, not kept: before, this thread's later calls were lent it (the old tensor) from then on.
+    inside, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=m.apply, args=(lambda: (inside.set(), release.wait(120)), torch.ones(1, 4)))
+    holder.start()
+    assert inside.wait(120)
+    p = Changing(torch.ones(2, 4))
+    try:
+        assert m.late_c(p) == "float32[2]"
+    finally:
+        release.set()
+        holder.join()
+    p.t = torch.ones(3, 4)
+    assert m.c_plain(p, 2.0) == "float32[3]"
+    assert m.c_plain(p, 2.0) == "float32[3]"
 
 
 def test_constructors_methods_and_every_calling_form_blame_the_right_argument(m):

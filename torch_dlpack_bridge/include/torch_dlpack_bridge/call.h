@@ -8,11 +8,12 @@
  * How an entry finds its call: every entry goes into its thread's log, stamped with the next value of a counter
  * of this module (call_stamp()). The wrapper reads the counter before it dispatches; when the call ends, the
  * entries its thread made since are the call's own: calls nest on a thread, and a call made meanwhile (by a
- * converter, a `__dlpack__`, a body) removed its own entries when it ended. So an accepted call that made no
- * entry reads the counter twice and counts itself in and out of open_calls(): it never reads a thread-local.
- * Entries are made only while a wrapped call of this module is open on some thread; when the last one ends,
- * whatever its thread's log still holds (a function defined after `explain_refusals`, called on a thread with
- * no wrapped call open while another thread had one) is dropped.
+ * converter, a `__dlpack__`, a body) removed its own entries when it ended. A call that opens while another is
+ * open (here or on another thread) or an export is kept pushes a barrier on its thread's log, so that it lends
+ * none of the entries made before it (enter_call()); a call that opens alone says only which thread it is on.
+ * Entries are made only inside a wrapped call of their thread (in_call()): a function defined after
+ * `explain_refusals` keeps nothing once it returns. So an accepted call that made no entry reads the counters and
+ * counts itself in and out: it never reads a thread-local unless another call is open.
  *
  * Included by view.h; a kernel author never includes it directly.
  */
@@ -63,11 +64,15 @@ struct Exported {
   ManagedTensor tensor;   //!< released when the call ends
 };
 
-/*! \brief One thread's entries, oldest first (so their stamps increase). */
+/*!
+ * \brief One thread's entries, oldest first (so their stamps increase), and the barriers of the wrapped calls open
+ * on it that are not alone (see enter_call()): a call sees only the entries above its barrier.
+ */
 struct CallLog {
   std::vector<Noted> notes;
   std::vector<Exported> exports;
-  std::unordered_map<PyObject*, size_t> exported;  //!< obj -> its entry in `exports`
+  std::unordered_map<PyObject*, std::vector<size_t>> exported;  //!< obj -> its entries in `exports`, oldest first
+  std::vector<uint64_t> barriers;                               //!< their stamps, innermost last
   CallLog() = default;
   CallLog(const CallLog&) = delete;
   CallLog& operator=(const CallLog&) = delete;
@@ -85,15 +90,41 @@ TDB_MODULE_LOCAL inline std::atomic<long>& open_calls() {
   static std::atomic<long> count{0};
   return count;
 }
+/*! \brief How many exports this module's logs keep, on any thread. */
+TDB_MODULE_LOCAL inline std::atomic<long>& kept_exports() {
+  static std::atomic<long> count{0};
+  return count;
+}
+/*! \brief The thread whose wrapped call opened alone (none open, no export kept), or nullptr: it has no barrier. */
+TDB_MODULE_LOCAL inline std::atomic<const void*>& alone_thread() {
+  static std::atomic<const void*> thread{nullptr};
+  return thread;
+}
+
 /*!
- * \brief Counts a wrapped call in (+1) or out (-1). With a GIL a call starts and returns holding it, so a plain
- * load and store are enough (an atomic increment would cost more than the rest of the wrapper).
+ * \brief Adds `delta` to `count`. With a GIL a call starts and returns holding it, and the casters hold it, so a
+ * plain load and store are enough (an atomic increment would cost more than the rest of the wrapper).
  */
-TDB_ALWAYS_INLINE inline void count_open(long delta) noexcept {
+template <class T>
+TDB_ALWAYS_INLINE inline T add(std::atomic<T>& count, T delta) noexcept {
 #ifdef Py_GIL_DISABLED
-  open_calls().fetch_add(delta, std::memory_order_relaxed);
+  return count.fetch_add(delta, std::memory_order_relaxed) + delta;
 #else
-  open_calls().store(open_calls().load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  const T value = count.load(std::memory_order_relaxed) + delta;
+  count.store(value, std::memory_order_relaxed);
+  return value;
+#endif
+}
+/*! \brief This thread, told apart from the others in one instruction where the compiler can. */
+TDB_ALWAYS_INLINE inline const void* this_thread() noexcept {
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_thread_pointer) && (defined(__x86_64__) || defined(__aarch64__))
+  return __builtin_thread_pointer();
+#define TDB_HAS_THREAD_POINTER 1
+#endif
+#endif
+#ifndef TDB_HAS_THREAD_POINTER
+  return reinterpret_cast<const void*>(static_cast<uintptr_t>(PyThread_get_thread_ident()));
 #endif
 }
 /*! \brief This thread's log (made at its first entry). */
@@ -103,18 +134,22 @@ TDB_MODULE_LOCAL inline CallLog& call_log() {
 }
 
 /*!
- * \brief Removes the entries of `log` stamped after `since` (0: all), releasing their references and exports.
- * Never throws; keeps any Python exception set.
+ * \brief Removes the entries of `log` stamped after `since` (0: all), releasing their references and exports,
+ * and the barriers. Never throws; keeps any Python exception set.
  */
 inline void forget_since(CallLog& log, uint64_t since) noexcept {
   while (!log.notes.empty() && log.notes.back().stamp > since) log.notes.pop_back();
   while (!log.exports.empty() && log.exports.back().stamp > since) {
     Exported& e = log.exports.back();
-    log.exported.erase(e.obj);
+    const auto found = log.exported.find(e.obj);
+    if (found != log.exported.end() && !found->second.empty()) found->second.pop_back();
+    if (found != log.exported.end() && found->second.empty()) log.exported.erase(found);
     e.tensor.reset();  // the producer's deleter (keeps the error indicator)
     Py_DECREF(e.obj);
     log.exports.pop_back();
+    add(kept_exports(), -1L);
   }
+  while (!log.barriers.empty() && log.barriers.back() > since) log.barriers.pop_back();
 }
 
 inline CallLog::~CallLog() {
@@ -126,60 +161,83 @@ inline CallLog::~CallLog() {
   forget_since(*this, 0);
 }
 
-/*! \brief The next stamp (callers hold the GIL on a build that has one, as the wrapper's count does). */
-inline uint64_t next_stamp() noexcept {
-#ifdef Py_GIL_DISABLED
-  return call_stamp().fetch_add(1, std::memory_order_relaxed) + 1;
-#else
-  const uint64_t stamp = call_stamp().load(std::memory_order_relaxed) + 1;
-  call_stamp().store(stamp, std::memory_order_relaxed);
-  return stamp;
-#endif
+/*! \brief The next stamp. */
+inline uint64_t next_stamp() noexcept { return add(call_stamp(), uint64_t{1}); }
+
+/*! \brief Out of line, for enter_call(): the barrier of a call that is not alone. */
+TDB_NOINLINE inline void push_barrier() noexcept {
+  try {
+    call_log().barriers.push_back(next_stamp());
+  } catch (...) {  // out of memory: the call lends nothing (in_call() is false on this thread)
+  }
+}
+/*!
+ * \brief A wrapped call starts: counted open; when it is not alone (another is open, on this thread or another, or
+ * an export is kept), a barrier is pushed on this thread's log, so that the call lends none of the entries made
+ * before it (an enclosing call's export of an object that has changed since). Calls nest on a thread: the barrier
+ * goes with the call's entries when it ends (forget_since()). A call that is alone only says which thread it is on.
+ */
+TDB_ALWAYS_INLINE inline void enter_call() noexcept {
+  const bool alone = open_calls().load(std::memory_order_relaxed) == 0 &&
+                     kept_exports().load(std::memory_order_relaxed) == 0;
+  add(open_calls(), 1L);
+  if (alone) alone_thread().store(this_thread(), std::memory_order_relaxed);
+  else push_barrier();
+}
+/*! \brief A wrapped call ends: counted out (its entries are removed by forget_since()). */
+TDB_ALWAYS_INLINE inline void end_call() noexcept {
+  add(open_calls(), -1L);
+  if (alone_thread().load(std::memory_order_relaxed) == this_thread())
+    alone_thread().store(nullptr, std::memory_order_relaxed);
+}
+/*! \brief Whether a wrapped call of this module is open on this thread (the entries made now are its own). */
+inline bool in_call(const CallLog& log) noexcept {
+  return !log.barriers.empty() || alone_thread().load(std::memory_order_relaxed) == this_thread();
 }
 
 /*!
  * \brief Notes that the producer of `obj` refused it for parameter type `param` with `error` (owned: taken), while
- * a wrapped call is open; drops `error` otherwise. Never throws.
+ * a wrapped call is open on this thread; drops `error` otherwise. Never throws.
  */
 inline void note_refusal(PyObject* obj, const char* param, PyObject* error) noexcept {
-  if (open_calls().load(std::memory_order_relaxed) <= 0) {  // nobody would read it
-    Py_XDECREF(error);
-    return;
-  }
   try {
-    call_log().notes.emplace_back(obj, param, error, next_stamp());
+    CallLog& log = call_log();
+    if (in_call(log)) {
+      log.notes.emplace_back(obj, param, error, next_stamp());
+      return;
+    }
   } catch (...) {  // out of memory: one line fewer
-    Py_XDECREF(error);
   }
+  Py_XDECREF(error);
 }
 
-/*! \brief The export of `obj` that this thread's log keeps for a call (lent_export()), or nullptr. */
+/*! \brief The export of `obj` that the innermost wrapped call on this thread keeps (lent_export()), or nullptr. */
 inline const DLManagedTensorVersioned* kept_export(PyObject* obj) {
   CallLog& log = call_log();
   const auto found = log.exported.find(obj);
-  return found == log.exported.end() ? nullptr : log.exports[found->second].tensor.get();
+  if (found == log.exported.end() || found->second.empty()) return nullptr;
+  const Exported& e = log.exports[found->second.back()];
+  return log.barriers.empty() || e.stamp > log.barriers.back() ? e.tensor.get() : nullptr;
 }
 
 /*!
  * \brief For the casters: `obj` exported through `__dlpack__` once per wrapped call, lent (the call's log owns
- * it until the call ends), or nullptr when no wrapped call of this module is open (the caller exports and owns
- * the tensor itself). Throws the producer's error, as ManagedTensor::from_python() does.
+ * it until the call ends), or nullptr when no wrapped call of this module is open on this thread (the caller
+ * exports and owns the tensor itself). Throws the producer's error, as ManagedTensor::from_python() does.
  */
 inline const DLManagedTensorVersioned* lent_export(PyObject* obj, const char* name) {
-  if (open_calls().load(std::memory_order_relaxed) <= 0) return nullptr;
+  if (open_calls().load(std::memory_order_relaxed) <= 0 || !in_call(call_log())) return nullptr;
   if (const DLManagedTensorVersioned* kept = kept_export(obj)) return kept;
-  CallLog& log = call_log();
   ManagedTensor tensor = ManagedTensor::from_python(obj, nullptr, name);  // may run Python: no reference held
   const DLManagedTensorVersioned* lent = tensor.get();
+  CallLog& log = call_log();
   log.exports.push_back(Exported{obj, next_stamp(), std::move(tensor)});
   Py_INCREF(obj);
+  add(kept_exports(), 1L);
   try {
-    log.exported[obj] = log.exports.size() - 1;
+    log.exported[obj].push_back(log.exports.size() - 1);
   } catch (...) {
-    Exported& e = log.exports.back();  // out of memory: released here rather than kept unfound
-    e.tensor.reset();
-    Py_DECREF(e.obj);
-    log.exports.pop_back();
+    forget_since(log, log.exports.back().stamp - 1);  // out of memory: released here rather than kept unfound
     throw;
   }
   return lent;

@@ -25,9 +25,9 @@
  * own refusal is worded from the exception it raised, noted when it raised it. Those entries are stamped from a
  * counter of the module, which the wrapper read before the dispatch, so the entries its thread made since are the
  * call's own (call.h). Nothing is dispatched again: a call runs its body once with the arguments given, or is
- * refused and no body ran. An accepted call that made no entry pays two reads of the counter and a count of open
- * calls in the wrapper, and nothing per tensor. A type that takes its argument is not blamed; an argument that no
- * tdb parameter refuses (a non-tensor parameter that did not convert) gets no line, nor does an item of an iterable
+ * refused and no body ran. An accepted call that made no entry pays a few reads of the module's counters and a
+ * count of open calls in the wrapper (a thread-local too when another call is open), and nothing per tensor. A
+ * type that takes its argument is not blamed; an argument that no tdb parameter refuses (a non-tensor parameter that did not convert) gets no line, nor does an item of an iterable
  * that is not a list or a tuple (a generator: its items are gone). A tensor argument is explained whether or not
  * the library reached it (an earlier argument may have failed first). Functions defined after `explain_refusals`
  * are not wrapped (neither library has a hook where a function is defined): their refusals say no more than the
@@ -459,27 +459,28 @@ TDB_NOINLINE inline PyObject* explain(PyObject* result, const Dispatch& d, uint6
   if (error && Py_TYPE(error) == reinterpret_cast<PyTypeObject*>(PyExc_TypeError)) {
     if (PyObject_SetAttrString(error, kFailedIn, Py_True) != 0) PyErr_Clear();
   }
-  forget_since(log, open_calls().load(std::memory_order_relaxed) > 0 ? start : 0);
+  forget_since(log, start);
   restore_exception(error);
   return result;
 }
 
 /*!
  * \brief A wrapped function's call: the library's dispatch, once; explained when it fails or made entries. An
- * accepted call that made none reads call_stamp() twice and counts itself in and out of open_calls().
+ * accepted call that made none reads the counters and counts itself in and out (call.h: enter_call()).
  */
 TDB_ALWAYS_INLINE inline PyObject* dispatch_explained(const Dispatch& d) {
   const uint64_t start = call_stamp().load(std::memory_order_relaxed);
   PyObject* result;
   {
     struct Open {  // counted out however the dispatch ends (a thread's forced unwind too)
-      Open() { count_open(1); }
-      ~Open() { count_open(-1); }
+      Open() { enter_call(); }
+      ~Open() { end_call(); }
     } open;
     result = d();
   }
   if (result && call_stamp().load(std::memory_order_relaxed) == start) return result;
-  return explain(result, d, start);
+  const Dispatch copy = d;  // made here only: `d` stays in registers, its function called directly
+  return explain(result, copy, start);
 }
 
 /*!
