@@ -362,8 +362,9 @@ def test_a_one_shot_iterable_is_refused_not_run_on_what_is_left(m):
     if "pybind11" in m.__name__:  # pybind11 takes any iterable for a std::vector (nanobind: sequences only)
         makers.append(lambda: (t for t in [F32(), F64()]))
     for make in makers:
-        with pytest.raises(TypeError, match=r"^total\(\): incompatible function arguments"):
+        with pytest.raises(TypeError, match=r"^total\(\): incompatible function arguments") as info:
             m.total(make())
+        assert WHY not in str(info.value)  # its items are gone; the iterable itself is no tensor to blame
     with pytest.raises(TypeError, match=r"^total_doubles\(\): incompatible"):
         m.total_doubles(OneShotSequence([2.0, "x"]) if "nanobind" in m.__name__ else (v for v in [2.0, "x"]))
     assert m.total(OneShotSequence([F32(), F32()])) == 4.0
@@ -504,6 +505,37 @@ def test_an_unwrapped_functions_refusals_are_not_kept(m):
         m.c_plain(torch.ones(2, 4, dtype=torch.float16), 2.0)
     after = sys.getrefcount(x)
     assert after == before
+
+
+def test_nothing_is_said_of_none_for_an_optional_or_of_an_overload_the_call_cannot_bind(m):
+    # None is what an optional parameter takes; an overload the arguments do not fit (one missing, one too many) was
+    # never tried by the library, so its tensors are not explained either.
+    for make in (lambda: m.c_optional(None, "x"), lambda: m.two(F64()), lambda: m.c_plain(F64(), 2.0, 3),
+                 lambda: m.c_plain(F64(), 2.0, b=3)):
+        with pytest.raises(TypeError, match="incompatible function arguments") as info:
+            make()
+        assert WHY not in str(info.value)
+
+
+def test_an_error_that_is_not_the_calls_own_gets_no_lines(m):
+    # relay's body lets its callback's TypeError through. Neither error is relay's own overload error: late_c's (not
+    # wrapped, no Python frame: functools.partial) names another function, and the one raised by Python code has a
+    # traceback, though it reads like relay's own and lists a tensor parameter that relay's argument would fail.
+    import functools
+
+    with pytest.raises(TypeError, match=r"^late_c\(\): incompatible") as info:
+        m.relay(functools.partial(m.late_c, F64()))
+    assert WHY not in str(info.value)
+    listing = (m.late_c.__doc__ or "").splitlines()[0]
+    fake = "relay(): incompatible function arguments. The following argument types are supported:\n    1. " + \
+        listing[listing.index("("):] + "\n\nInvoked with: <function>"
+
+    def raises():
+        raise TypeError(fake)
+
+    with pytest.raises(TypeError, match=r"^relay\(\): incompatible") as info:
+        m.relay(raises)
+    assert WHY not in str(info.value)
 
 
 class Changing:
