@@ -582,6 +582,29 @@ def test_an_export_made_outside_any_call_of_its_thread_is_not_kept(m):
     assert m.c_plain(p, 2.0) == "float32[3]"
 
 
+def test_a_call_does_not_take_an_enclosing_calls_notes_for_its_own(m):
+    # apply's float32 overload noted x's producer refusing ("not yet"), its float64 overload took x; its callback's
+    # refused call of the same x gets its own lines only.
+    class Flaky(Changing):
+        asked = 0
+
+        def __dlpack__(self, **kwargs):
+            self.asked += 1
+            if self.asked == 1:
+                raise BufferError("not yet")
+            return super().__dlpack__(**kwargs)
+
+    x, seen = Flaky(torch.ones(2, 4, dtype=torch.float64)), []
+
+    def callback():
+        with pytest.raises(TypeError) as info:
+            m.c_dtypes_plain(x, "2")
+        seen.append(reasons(str(info.value)))
+
+    assert m.apply(callback, x) == "float64[2]"
+    assert seen == [["    overload 1: argument 'x': expected dtype float32, got float64"]]
+
+
 def test_constructors_methods_and_every_calling_form_blame_the_right_argument(m):
     # Before (pybind11): a constructor's listing has no `self` while the call's arguments start with it:
     # Pair(float64, float32) blamed 'y', Pair(float32, float64) had no line.
