@@ -29,7 +29,8 @@
  * count of open calls in the wrapper (a thread-local too when another call is open), and nothing per tensor. A
  * type that takes its argument is not blamed; an argument that no tdb parameter refuses (a non-tensor parameter that did not convert) gets no line, nor does an item of an iterable
  * that is not a list or a tuple (a generator: its items are gone). A tensor argument is explained whether or not
- * the library reached it (an earlier argument may have failed first). Functions defined after `explain_refusals`
+ * the library reached it (an earlier argument may have failed first), and as it is when the call fails: one that a
+ * converter or another thread changed meanwhile is worded as it is then. Functions defined after `explain_refusals`
  * are not wrapped (neither library has a hook where a function is defined): their refusals say no more than the
  * library's message. One error is not told apart: a body that lets through, with no Python frame between (a
  * `functools.partial` callback), the same-named overload TypeError of a module's function that is not wrapped;
