@@ -111,3 +111,36 @@ def test_the_bump_needs_no_gil(m):
 def test_a_numpy_array_is_written_without_a_version(m):
     a = np.ones(3, dtype=np.float32)
     assert m.bumps2_(a, 2.0) == "double" and a.tolist() == [2.0] * 3
+
+
+NOT_TORCH = r"""
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+m = __import__(sys.argv[2])
+
+class Flagged(np.ndarray):  # says it requires grad: not torch's autograd to answer
+    requires_grad = True
+
+class Raising(np.ndarray):  # cannot say
+    @property
+    def requires_grad(self):
+        raise RuntimeError("no autograd here")
+
+for cls in (Flagged, Raising):
+    a = np.ones(3, dtype=np.float32).view(cls)
+    assert m.bumps2_(a, 2.0) == "double" and a.tolist() == [2.0] * 3, cls
+print(sorted(k for k in sys.modules if k == "torch" or k.startswith("torch.")))
+"""
+
+
+def test_another_frameworks_tensor_is_written_without_torch(m):
+    """A written parameter given an object that is no torch.Tensor (a NumPy array whose class has a requires_grad,
+    True or raising) asks nothing and never imports torch (autograd.h: is_torch_tensor)."""
+    import os
+    import subprocess
+
+    res = subprocess.run([sys.executable, "-c", NOT_TORCH, os.path.dirname(m.__file__), m.__name__],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[]"

@@ -34,10 +34,12 @@
  * the C++ flag); without the layout, TDB_VERSION_BUMP_ATTR bumps. All are found with the exchange table, in the
  * same per-type cache lookup as the view's table (table.h), and need no GIL. Where the probe answers "unknown" (a
  * subclass: it may answer through its own __torch_function__) or the type has none (the package not imported
- * before the type's first use, NumPy arrays and other producers): one attribute read (`requires_grad`, no
- * exception when there is none), about 40 ns for a torch.Tensor, microseconds for a subclass with its own
- * __torch_function__; and the bump is torch.autograd.graph.increment_version called from C (taking the GIL if
- * a call guard released it), for torch tensors only. The rest runs only for tensors that require grad.
+ * before the type's first use): one attribute read (`requires_grad`, no exception when there is none), about
+ * 40 ns for a torch.Tensor, microseconds for a subclass with its own __torch_function__; and the bump is
+ * torch.autograd.graph.increment_version called from C (taking the GIL if a call guard released it). Another
+ * framework's tensor (a NumPy array, any object that is no torch.Tensor: a real subtype check against torch.Tensor
+ * once torch is imported, is_torch_tensor()) is written without a question or a bump, and torch is never imported
+ * for it. The rest runs only for tensors that require grad.
  */
 #ifndef TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
 #define TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
@@ -104,35 +106,76 @@ TDB_ALWAYS_INLINE inline bool has_autograd_meta(const TDBAutogradLayout& layout,
 }
 /*!
  * \brief Bumps the version counter of obj, described by `layout`, as the table library's bump does (a relaxed
- * load and store; nothing for an inference tensor, which has no counter): true; false when `layout` does not
- * describe obj. Read at the time of the bump, so whatever happened to obj since the decision is seen.
+ * load and store; nothing for an inference tensor, which has no counter). The TensorImpl and its counter are read
+ * at the time of the bump, so whatever happened to obj since the decision is seen.
  */
-TDB_ALWAYS_INLINE inline bool bump_inline(const TDBAutogradLayout& layout, PyObject* obj) noexcept {
-  if (!described_by(layout, obj)) return false;
+TDB_ALWAYS_INLINE inline void bump_described(const TDBAutogradLayout& layout, PyObject* obj) noexcept {
   if (char* counter = field_at(field_at(obj, layout.impl_offset), layout.version_counter_offset)) {
     auto* version = reinterpret_cast<std::atomic<uint32_t>*>(counter + layout.version_offset);
     version->store(version->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
+}
+/*! \brief bump_described() when `layout` describes obj (true), else nothing (false). */
+TDB_ALWAYS_INLINE inline bool bump_inline(const TDBAutogradLayout& layout, PyObject* obj) noexcept {
+  if (!described_by(layout, obj)) return false;
+  bump_described(layout, obj);
   return true;
+}
+/*!
+ * \brief The layout to bump obj through when its write is committed: `f.layout` when it describes obj (a
+ * torch.Tensor or nn.Parameter exactly), else nullptr. A binding caster takes it with the decision and keeps only
+ * it until the conversion (commit_write_through()): an object's memory layout never changes (a `__class__`
+ * assignment keeps it), so the bump needs no second type test, and the fields are still read at the bump.
+ */
+TDB_ALWAYS_INLINE inline const TDBAutogradLayout* layout_describing(const AutogradFunctions& f, PyObject* obj) noexcept {
+  return f.layout && described_by(*f.layout, obj) ? f.layout : nullptr;
 }
 
 /*!
- * \brief autograd_refuses_write() for a tensor that requires grad: torch's grad mode decides (see the file
+ * \brief torch.Tensor once torch has been imported (found in sys.modules, never imported here: before torch is
+ * imported no object is a torch tensor), else nullptr. Cached once found (its reference kept: torch.Tensor lives
+ * as long as the process). Needs the GIL while torch is not found yet.
+ */
+TDB_MODULE_LOCAL inline PyTypeObject* torch_tensor_type() noexcept {
+  static std::atomic<PyTypeObject*> cached{nullptr};
+  if (PyTypeObject* type = cached.load(std::memory_order_acquire)) return type;
+  PyObject* name = torch_name();
+  PyObject* torch = name ? PyImport_GetModule(name) : nullptr;
+  PyObject* type = torch ? PyObject_GetAttrString(torch, "Tensor") : nullptr;
+  Py_XDECREF(torch);
+  if (!type || !PyType_Check(type)) {  // not imported, or still importing
+    Py_XDECREF(type);
+    PyErr_Clear();
+    return nullptr;
+  }
+  cached.store(reinterpret_cast<PyTypeObject*>(type), std::memory_order_release);
+  return reinterpret_cast<PyTypeObject*>(type);
+}
+/*!
+ * \brief True for a torch.Tensor (a subclass too): a real subtype check, which runs no Python code of obj's.
+ * False for every other framework's tensor (a NumPy array), whose autograd, if any, is not torch's: a written
+ * parameter neither asks it nor bumps anything, and torch is never imported for it.
+ */
+inline bool is_torch_tensor(PyObject* obj) noexcept {
+  PyTypeObject* type = torch_tensor_type();
+  return type && PyObject_TypeCheck(obj, type);
+}
+
+/*!
+ * \brief autograd_refuses_write() for a torch.Tensor that requires grad: torch's grad mode decides (see the file
  * comment). Out of line: a training step's rare path, Python calls of a microsecond.
  */
 TDB_NOINLINE inline const char* write_requiring_grad(PyObject* obj) noexcept {
-  PyObject* torch = PyImport_ImportModule("torch");  // no torch: another framework's tensor, whose autograd is not ours
-  PyObject* tensor_type = torch ? PyObject_GetAttrString(torch, "Tensor") : nullptr;
-  const int is_torch = !torch ? 0 : tensor_type ? PyObject_IsInstance(obj, tensor_type) : -1;
-  PyObject* grad_mode = is_torch == 1 ? PyObject_CallMethod(torch, "is_grad_enabled", nullptr) : nullptr;
-  const char* why = is_torch == 0 || grad_mode == Py_False ? nullptr : kAutogradUnanswered;  // no_grad: written
+  PyObject* name = torch_name();
+  PyObject* torch = name ? PyImport_GetModule(name) : nullptr;  // imported: obj is a torch.Tensor
+  PyObject* grad_mode = torch ? PyObject_CallMethod(torch, "is_grad_enabled", nullptr) : nullptr;
+  const char* why = grad_mode == Py_False ? nullptr : kAutogradUnanswered;  // no_grad: written
   if (grad_mode == Py_True) {
     PyObject* leaf = PyObject_GetAttrString(obj, "is_leaf");
     why = leaf == Py_True ? kWrittenLeafRequiresGrad : leaf ? kWrittenTensorRequiresGrad : kAutogradUnanswered;
     Py_XDECREF(leaf);
   }
   Py_XDECREF(grad_mode);
-  Py_XDECREF(tensor_type);
   Py_XDECREF(torch);
   PyErr_Clear();  // the answer is `why`; a failed call above is reported as kAutogradUnanswered
   return why;
@@ -148,6 +191,7 @@ TDB_NOINLINE inline const char* autograd_refuses_write_slow(PyObject* obj, const
     const int requires_grad = f.probe(obj);
     if (requires_grad >= 0) return requires_grad ? write_requiring_grad(obj) : nullptr;
   }
+  if (!is_torch_tensor(obj)) return nullptr;  // another framework's tensor: written, nothing asked
   PyObject* name = requires_grad_name();
   PyObject* flag = nullptr;
   if (!name || optional_attr(obj, name, &flag) < 0) {
@@ -183,18 +227,12 @@ TDB_NOINLINE inline void bump_version_in_python(PyObject* obj) noexcept {
   const PyGILState_STATE gil = PyGILState_Ensure();
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);
-  PyObject* name = torch_name();
-  PyObject* torch = name ? PyImport_GetModule(name) : nullptr;  // not imported: obj is no torch.Tensor
-  PyObject* tensor_type = torch ? PyObject_GetAttrString(torch, "Tensor") : nullptr;
-  if (tensor_type && PyType_Check(tensor_type) &&
-      PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(tensor_type))) {
+  if (is_torch_tensor(obj)) {
     PyObject* graph = PyImport_ImportModule("torch.autograd.graph");
     PyObject* done = graph ? PyObject_CallMethod(graph, "increment_version", "O", obj) : nullptr;
     Py_XDECREF(done);
     Py_XDECREF(graph);
   }
-  Py_XDECREF(tensor_type);
-  Py_XDECREF(torch);
   if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) PyErr_SetInterrupt();
   PyErr_Clear();
   PyErr_Restore(type, value, traceback);
@@ -209,6 +247,15 @@ TDB_NOINLINE inline void commit_write_slow(PyObject* obj, const AutogradFunction
   if (f.layout && bump_inline(*f.layout, obj)) return;
   if (f.bump && f.bump(obj) == 0) return;
   bump_version_in_python(obj);
+}
+
+/*!
+ * \brief commit_write() with the layout layout_describing() gave when the tensor was taken: bumped inline, or, with
+ * none, commit_write_slow() (the type's C bump, else Python).
+ */
+TDB_ALWAYS_INLINE inline void commit_write_through(const TDBAutogradLayout* layout, PyObject* obj) noexcept {
+  if (layout) bump_described(*layout, obj);
+  else commit_write_slow(obj, nullptr);
 }
 
 /*!

@@ -269,13 +269,17 @@ class tdb_typed_caster {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;
+    tdb::detail::AutogradFunctions autograd;  // type(obj)'s, from the table's lookup (a written parameter's)
     constexpr const char* kParam = tdb::detail::Signature<Ts...>::value.text;  // as signatures show it
     (void)registered_;
-    if (!tdb::detail::dlpack_tensor_table(obj, &api, &autograd_)) return false;
+    if (!tdb::detail::dlpack_tensor_table(obj, &api, Value::ReadOnly ? nullptr : &autograd)) return false;
     if (!tdb::detail::fill_or_note([this, obj, api] { value_.emplace(tdb::detail::unchecked, obj, api,
                                                                      Value::DefaultName); }, obj, kParam))
       return tdb::detail::pybind11_refused();
-    if (Value::satisfied_by(*value_, &autograd_)) return true;  // a compare each
+    if (Value::satisfied_by(*value_, &autograd)) {  // a compare each
+      if constexpr (kCommits) layout_ = tdb::detail::layout_describing(autograd, value_->object());
+      return true;
+    }
     value_.reset();  // another overload may take it
     return false;
   }
@@ -284,12 +288,16 @@ class tdb_typed_caster {
   TDB_ALWAYS_INLINE operator Held&&() && { return std::move(commit()); }
 
  private:
+  /*! \brief A written tensor of this overload's own (not a container's element) is bumped at its conversion. */
+  static constexpr bool kCommits = !Value::ReadOnly && std::is_same<Held, Value>::value;
   TDB_ALWAYS_INLINE Held& commit() noexcept {
-    if constexpr (std::is_same<Held, Value>::value) value_->commit(&autograd_);
+    if constexpr (kCommits) tdb::detail::commit_write_through(layout_, value_->object());
     return *value_;
   }
   std::optional<Held> value_;
-  tdb::detail::AutogradFunctions autograd_;  // type(obj)'s, from the table's lookup
+  // Where a written tensor's version counter is found when it is bumped: only this is kept from load() to the
+  // conversion (the type's other autograd functions are looked up again on the rare path without it).
+  const TDBAutogradLayout* layout_ = nullptr;
   /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
   TDB_MODULE_LOCAL static inline const bool registered_ =
       tdb::detail::register_recheck(tdb::detail::Signature<Ts...>::value.text, &tdb::detail::recheck<Value>);
