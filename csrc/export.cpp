@@ -333,13 +333,14 @@ namespace {
 // counter). VariableVersion is one intrusive_ptr to a private VersionCounter : intrusive_ptr_target holding the
 // atomic just after its base; version_layout_checked() makes sure of it once, on a counter of its own, before
 // the fast bump uses it (else bump_version() does it, with an atomic increment).
+// kVersionOffset: where the atomic lies in the VersionCounter, also published as TDBAutogradLayout::version_offset.
+constexpr size_t kVersionOffset = (sizeof(c10::intrusive_ptr_target) + alignof(std::atomic<uint32_t>) - 1) &
+                                  ~(alignof(std::atomic<uint32_t>) - 1);
 std::atomic<uint32_t>* version_atomic(const c10::VariableVersion& version) noexcept {
   static_assert(sizeof(c10::VariableVersion) == sizeof(void*), "VariableVersion: one intrusive_ptr");
   char* counter = *reinterpret_cast<char* const*>(&version);
   if (counter == nullptr) return nullptr;
-  constexpr size_t at = (sizeof(c10::intrusive_ptr_target) + alignof(std::atomic<uint32_t>) - 1) &
-                        ~(alignof(std::atomic<uint32_t>) - 1);
-  return reinterpret_cast<std::atomic<uint32_t>*>(counter + at);
+  return reinterpret_cast<std::atomic<uint32_t>*>(counter + kVersionOffset);
 }
 bool version_layout_checked() noexcept {
   static const bool ok = [] {
@@ -440,13 +441,11 @@ const TDBAutogradLayout* autograd_layout() noexcept {
       layout.impl_offset = reinterpret_cast<const char*>(&unpack_tensor(obj)) - reinterpret_cast<const char*>(obj);
       Py_DECREF(obj);
       static_assert(sizeof(at::Tensor) == sizeof(void*), "at::Tensor: one intrusive_ptr");
-      static_assert(sizeof(c10::VariableVersion) == sizeof(void*), "VariableVersion: one intrusive_ptr");
       const char* base = reinterpret_cast<const char*>(impl);
       layout.autograd_meta_offset = autograd_meta_offset();
       if (layout.autograd_meta_offset < 0) return nullptr;
       layout.version_counter_offset = reinterpret_cast<const char*>(&impl->version_counter()) - base;
-      layout.version_offset = reinterpret_cast<const char*>(version_atomic(impl->version_counter())) -
-                              *reinterpret_cast<char* const*>(&impl->version_counter());
+      layout.version_offset = kVersionOffset;  // checked with the rest by version_layout_checked() and layout_holds()
       layout.types[0] = THPVariableClass;
       layout.types[1] = ParameterClass;
       return layout_holds(layout) ? &layout : nullptr;
