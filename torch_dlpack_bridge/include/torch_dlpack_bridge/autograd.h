@@ -122,13 +122,37 @@ TDB_ALWAYS_INLINE inline bool bump_inline(const TDBAutogradLayout& layout, PyObj
   return true;
 }
 /*!
- * \brief The layout to bump obj through when its write is committed: `f.layout` when it describes obj (a
- * torch.Tensor or nn.Parameter exactly), else nullptr. A binding caster takes it with the decision and keeps only
- * it until the conversion (commit_write_through()): an object's memory layout never changes (a `__class__`
- * assignment keeps it), so the bump needs no second type test, and the fields are still read at the bump.
+ * \brief The layout this extension module last read from a type's cache entry (table.h), or nullptr. A layout
+ * names the types it describes (described_by()), so it answers for an object without the entry of obj's type:
+ * a binding caster need not copy that entry per tensor. Set by the paths below that read an entry.
  */
-TDB_ALWAYS_INLINE inline const TDBAutogradLayout* layout_describing(const AutogradFunctions& f, PyObject* obj) noexcept {
-  return f.layout && described_by(*f.layout, obj) ? f.layout : nullptr;
+TDB_MODULE_LOCAL inline std::atomic<const TDBAutogradLayout*>& seen_layout() noexcept {
+  static std::atomic<const TDBAutogradLayout*> layout{nullptr};
+  return layout;
+}
+/*! \brief The entry's layout if there is one, else seen_layout() (`known`: a type's entry, or nullptr). */
+TDB_ALWAYS_INLINE inline const TDBAutogradLayout* layout_of(const AutogradFunctions* known) noexcept {
+  return known ? known->layout : seen_layout().load(std::memory_order_acquire);
+}
+/*!
+ * \brief Reads the entry of obj's type into `f` unless `known` is it, and keeps its layout in seen_layout() if it
+ * describes obj (a type's layout is only ever used for the types it names, as with the entry).
+ */
+inline void read_autograd_entry(PyObject* obj, const AutogradFunctions* known, AutogradFunctions* f) noexcept {
+  if (known) *f = *known;
+  else cached_table(table_cache(), Py_TYPE(obj), f);  // the view was just taken: its type's table is cached
+  if (f->layout && described_by(*f->layout, obj)) seen_layout().store(f->layout, std::memory_order_release);
+}
+/*!
+ * \brief The layout to bump obj through when its write is committed: seen_layout() when it describes obj (a
+ * torch.Tensor or nn.Parameter exactly), else nullptr (the type's entry then decides). A binding caster takes it
+ * with the decision and keeps only it until the conversion (commit_write_through()): an object's memory layout
+ * never changes (a `__class__` assignment keeps it), so the bump needs no second type test, and the fields are
+ * still read at the bump.
+ */
+TDB_ALWAYS_INLINE inline const TDBAutogradLayout* seen_layout_describing(PyObject* obj) noexcept {
+  const TDBAutogradLayout* layout = layout_of(nullptr);
+  return layout && described_by(*layout, obj) ? layout : nullptr;
 }
 
 /*!
@@ -184,8 +208,7 @@ TDB_NOINLINE inline const char* write_requiring_grad(PyObject* obj) noexcept {
 /*! \brief autograd_refuses_write() past the inline answer: the probe, or the attribute read. */
 TDB_NOINLINE inline const char* autograd_refuses_write_slow(PyObject* obj, const AutogradFunctions* known) noexcept {
   AutogradFunctions f;
-  if (known) f = *known;
-  else cached_table(table_cache(), Py_TYPE(obj), &f);  // the view was just taken: its type's table is cached
+  read_autograd_entry(obj, known, &f);
   if (f.layout && !has_autograd_meta(*f.layout, obj)) return nullptr;  // the common answer, read inline
   if (f.probe) {
     const int requires_grad = f.probe(obj);
@@ -212,7 +235,8 @@ TDB_NOINLINE inline const char* autograd_refuses_write_slow(PyObject* obj, const
  */
 TDB_ALWAYS_INLINE inline const char* autograd_refuses_write(PyObject* obj,
                                                        const AutogradFunctions* known = nullptr) noexcept {
-  if (known && known->layout && !has_autograd_meta(*known->layout, obj)) return nullptr;
+  const TDBAutogradLayout* layout = layout_of(known);
+  if (layout && !has_autograd_meta(*layout, obj)) return nullptr;
   return autograd_refuses_write_slow(obj, known);
 }
 
@@ -242,16 +266,15 @@ TDB_NOINLINE inline void bump_version_in_python(PyObject* obj) noexcept {
 /*! \brief commit_write() past the inline bump: the type's C bump, else bump_version_in_python(). */
 TDB_NOINLINE inline void commit_write_slow(PyObject* obj, const AutogradFunctions* known) noexcept {
   AutogradFunctions f;
-  if (known) f = *known;
-  else cached_table(table_cache(), Py_TYPE(obj), &f);
+  read_autograd_entry(obj, known, &f);
   if (f.layout && bump_inline(*f.layout, obj)) return;
   if (f.bump && f.bump(obj) == 0) return;
   bump_version_in_python(obj);
 }
 
 /*!
- * \brief commit_write() with the layout layout_describing() gave when the tensor was taken: bumped inline, or, with
- * none, commit_write_slow() (the type's C bump, else Python).
+ * \brief commit_write() with the layout seen_layout_describing() gave when the tensor was taken: bumped inline, or,
+ * with none, commit_write_slow() (the type's C bump, else Python).
  */
 TDB_ALWAYS_INLINE inline void commit_write_through(const TDBAutogradLayout* layout, PyObject* obj) noexcept {
   if (layout) bump_described(*layout, obj);
@@ -264,7 +287,8 @@ TDB_ALWAYS_INLINE inline void commit_write_through(const TDBAutogradLayout* layo
  * needed either way), else bump_version_in_python(). Never throws. `known`: as for autograd_refuses_write().
  */
 TDB_ALWAYS_INLINE inline void commit_write(PyObject* obj, const AutogradFunctions* known = nullptr) noexcept {
-  if (known && known->layout && bump_inline(*known->layout, obj)) return;
+  const TDBAutogradLayout* layout = layout_of(known);
+  if (layout && bump_inline(*layout, obj)) return;
   commit_write_slow(obj, known);
 }
 

@@ -269,15 +269,14 @@ class tdb_typed_caster {
     tdb::register_pybind11_error_translator();
     PyObject* obj = src.ptr();
     const DLPackExchangeAPI* api;
-    tdb::detail::AutogradFunctions autograd;  // type(obj)'s, from the table's lookup (a written parameter's)
     constexpr const char* kParam = tdb::detail::Signature<Ts...>::value.text;  // as signatures show it
     (void)registered_;
-    if (!tdb::detail::dlpack_tensor_table(obj, &api, Value::ReadOnly ? nullptr : &autograd)) return false;
+    if (!tdb::detail::dlpack_tensor_table(obj, &api)) return false;
     if (!tdb::detail::fill_or_note([this, obj, api] { value_.emplace(tdb::detail::unchecked, obj, api,
                                                                      Value::DefaultName); }, obj, kParam))
       return tdb::detail::pybind11_refused();
-    if (Value::satisfied_by(*value_, &autograd)) {  // a compare each
-      if constexpr (kCommits) layout_ = tdb::detail::layout_describing(autograd, value_->object());
+    if (Value::satisfied_by(*value_)) {  // a compare each (a written one's autograd: autograd.h, seen_layout())
+      if constexpr (kCommits) layout_ = tdb::detail::seen_layout_describing(value_->object());
       return true;
     }
     value_.reset();  // another overload may take it
@@ -296,7 +295,7 @@ class tdb_typed_caster {
   }
   std::optional<Held> value_;
   // Where a written tensor's version counter is found when it is bumped: only this is kept from load() to the
-  // conversion (the type's other autograd functions are looked up again on the rare path without it).
+  // conversion (without it, the rare path looks the type's autograd entry up).
   const TDBAutogradLayout* layout_ = nullptr;
   /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
   TDB_MODULE_LOCAL static inline const bool registered_ =
