@@ -103,6 +103,12 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
     callback();
     return got(x);
   }, py::arg("callback"), py::arg("x"));
+  // An overload that takes any object after one whose producer refused: the refusal stays noted in the call.
+  m.def("either", [](C<float> x, py::object) { return got(x); }, py::arg("x"), py::arg("callback"));
+  m.def("either", [](py::object, py::object callback) {
+    callback();
+    return std::string("object");
+  }, py::arg("x"), py::arg("callback"));
   py::class_<Pair>(m, "Pair")
       .def(py::init<Vec, Vec>(), py::arg("x"), py::arg("y"))
       .def("scale", &Pair::scale, py::arg("x"))

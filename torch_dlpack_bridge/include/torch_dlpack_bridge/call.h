@@ -223,11 +223,20 @@ inline const DLManagedTensorVersioned* kept_export(PyObject* obj) {
 /*!
  * \brief For the casters: `obj` exported through `__dlpack__` once per wrapped call, lent (the call's log owns
  * it until the call ends), or nullptr when no wrapped call of this module is open on this thread (the caller
- * exports and owns the tensor itself). Throws the producer's error, as ManagedTensor::from_python() does.
+ * exports and owns the tensor itself). Throws the producer's error, as ManagedTensor::from_python() does; a
+ * refusal that the producer raised earlier in the call is raised again without asking it.
  */
 inline const DLManagedTensorVersioned* lent_export(PyObject* obj, const char* name) {
   if (open_calls().load(std::memory_order_relaxed) <= 0 || !in_call(call_log())) return nullptr;
   if (const DLManagedTensorVersioned* kept = kept_export(obj)) return kept;
+  const CallLog& seen = call_log();  // a producer that refused in this call refuses again, unasked
+  for (auto n = seen.notes.rbegin(); n != seen.notes.rend(); ++n) {
+    if (!seen.barriers.empty() && n->stamp <= seen.barriers.back()) break;
+    if (n->obj != obj || !n->error) continue;
+    Py_INCREF(n->error);
+    restore_exception(n->error);  // as it was raised (named already)
+    throw Error::pending();
+  }
   ManagedTensor tensor = ManagedTensor::from_python(obj, nullptr, name);  // may run Python: no reference held
   const DLManagedTensorVersioned* lent = tensor.get();
   CallLog& log = call_log();
