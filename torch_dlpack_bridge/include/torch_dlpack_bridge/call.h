@@ -85,17 +85,12 @@ TDB_MODULE_LOCAL inline std::atomic<uint64_t>& call_stamp() {
   static std::atomic<uint64_t> stamp{0};
   return stamp;
 }
-/*! \brief How many wrapped calls of this module are open, on any thread. */
-TDB_MODULE_LOCAL inline std::atomic<long>& open_calls() {
+/*! \brief How many wrapped calls of this module are open, plus how many exports its logs keep, on any thread. */
+TDB_MODULE_LOCAL inline std::atomic<long>& busy() {
   static std::atomic<long> count{0};
   return count;
 }
-/*! \brief How many exports this module's logs keep, on any thread. */
-TDB_MODULE_LOCAL inline std::atomic<long>& kept_exports() {
-  static std::atomic<long> count{0};
-  return count;
-}
-/*! \brief The thread whose wrapped call opened alone (none open, no export kept), or nullptr: it has no barrier. */
+/*! \brief The thread whose wrapped call opened alone (busy() was 0), or nullptr: that call has no barrier. */
 TDB_MODULE_LOCAL inline std::atomic<const void*>& alone_thread() {
   static std::atomic<const void*> thread{nullptr};
   return thread;
@@ -147,7 +142,7 @@ inline void forget_since(CallLog& log, uint64_t since) noexcept {
     e.tensor.reset();  // the producer's deleter (keeps the error indicator)
     Py_DECREF(e.obj);
     log.exports.pop_back();
-    add(kept_exports(), -1L);
+    add(busy(), -1L);
   }
   while (!log.barriers.empty() && log.barriers.back() > since) log.barriers.pop_back();
 }
@@ -172,23 +167,22 @@ TDB_NOINLINE inline void push_barrier() noexcept {
   }
 }
 /*!
- * \brief A wrapped call starts: counted open; when it is not alone (another is open, on this thread or another, or
- * an export is kept), a barrier is pushed on this thread's log, so that the call lends none of the entries made
+ * \brief A wrapped call starts: counted in busy(), and true when it is alone (no other open, on any thread, and no
+ * export kept); when it is not, a barrier is pushed on this thread's log, so that the call lends none of the entries made
  * before it (an enclosing call's export of an object that has changed since). Calls nest on a thread: the barrier
  * goes with the call's entries when it ends (forget_since()). A call that is alone only says which thread it is on.
  */
-TDB_ALWAYS_INLINE inline void enter_call() noexcept {
-  const bool alone = open_calls().load(std::memory_order_relaxed) == 0 &&
-                     kept_exports().load(std::memory_order_relaxed) == 0;
-  add(open_calls(), 1L);
+TDB_ALWAYS_INLINE inline bool enter_call() noexcept {
+  const bool alone = add(busy(), 1L) == 1;
   if (alone) alone_thread().store(this_thread(), std::memory_order_relaxed);
   else push_barrier();
+  return alone;
 }
-/*! \brief A wrapped call ends: counted out (its entries are removed by forget_since()). */
-TDB_ALWAYS_INLINE inline void end_call() noexcept {
-  add(open_calls(), -1L);
-  if (alone_thread().load(std::memory_order_relaxed) == this_thread())
-    alone_thread().store(nullptr, std::memory_order_relaxed);
+/*! \brief A wrapped call ends: counted out (its entries are removed by forget_since()); one that opened alone
+ *  clears alone_thread() (on a free-threaded build two calls may both have opened alone: each then lends nothing). */
+TDB_ALWAYS_INLINE inline void end_call(bool alone) noexcept {
+  add(busy(), -1L);
+  if (alone) alone_thread().store(nullptr, std::memory_order_relaxed);
 }
 /*! \brief Whether a wrapped call of this module is open on this thread (the entries made now are its own). */
 inline bool in_call(const CallLog& log) noexcept {
@@ -227,7 +221,7 @@ inline const DLManagedTensorVersioned* kept_export(PyObject* obj) {
  * refusal that the producer raised earlier in the call is raised again without asking it.
  */
 inline const DLManagedTensorVersioned* lent_export(PyObject* obj, const char* name) {
-  if (open_calls().load(std::memory_order_relaxed) <= 0 || !in_call(call_log())) return nullptr;
+  if (busy().load(std::memory_order_relaxed) <= 0 || !in_call(call_log())) return nullptr;
   if (const DLManagedTensorVersioned* kept = kept_export(obj)) return kept;
   const CallLog& seen = call_log();  // a producer that refused in this call refuses again, unasked
   for (auto n = seen.notes.rbegin(); n != seen.notes.rend(); ++n) {
@@ -242,7 +236,7 @@ inline const DLManagedTensorVersioned* lent_export(PyObject* obj, const char* na
   CallLog& log = call_log();
   log.exports.push_back(Exported{obj, next_stamp(), std::move(tensor)});
   Py_INCREF(obj);
-  add(kept_exports(), 1L);
+  add(busy(), 1L);
   try {
     log.exported[obj].push_back(log.exports.size() - 1);
   } catch (...) {

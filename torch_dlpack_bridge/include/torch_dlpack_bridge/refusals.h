@@ -474,8 +474,8 @@ TDB_ALWAYS_INLINE inline PyObject* dispatch_explained(const Dispatch& d) {
   PyObject* result;
   {
     struct Open {  // counted out however the dispatch ends (a thread's forced unwind too)
-      Open() { enter_call(); }
-      ~Open() { end_call(); }
+      const bool alone = enter_call();
+      ~Open() { end_call(alone); }
     } open;
     result = d();
   }
