@@ -70,6 +70,16 @@ inline std::string without_argument(std::string why) {
   return why;
 }
 
+/*! \brief The words of a producer's refusal: its exception's message (`exc` borrowed; nullptr: none known). */
+inline std::string exception_words(PyObject* exc) {
+  PyObject* text = exc ? PyObject_Str(exc) : nullptr;
+  const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
+  std::string why = utf8 ? without_argument(utf8) : "refused by its producer";
+  Py_XDECREF(text);
+  PyErr_Clear();
+  return why;
+}
+
 /*! \brief The words of a non-tensor's refusal. */
 inline std::string non_tensor_why(PyObject* obj) {
   const bool type = PyType_Check(obj);
@@ -119,23 +129,22 @@ bool recheck(PyObject* obj, std::string& why) {
     if constexpr (!std::is_same<Value, TensorView>::value) Value::check(v);
     return true;
   } catch (const Error& e) {
+    if (e.is_pending()) {  // the producer's refusal: its words are its exception's
+      PyObject* raised = fetch_exception();
+      why = exception_words(raised);
+      Py_XDECREF(raised);
+    } else {
+      why = without_argument(e.what());
+    }
     PyErr_Clear();
-    why = without_argument(e.what());
   } catch (...) {  // out of memory
     PyErr_Clear();
   }
   return false;
 }
 
-/*! \brief The words of a producer's refusal: its exception's message. */
-inline std::string producer_why(const Noted& n) {
-  PyObject* text = n.error ? PyObject_Str(n.error) : nullptr;
-  const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
-  std::string why = utf8 ? without_argument(utf8) : "refused by its producer";
-  Py_XDECREF(text);
-  PyErr_Clear();
-  return why;
-}
+/*! \brief The words of a producer's noted refusal. */
+inline std::string producer_why(const Noted& n) { return exception_words(n.error); }
 
 /*!
  * \brief For the binding casters: runs `fill` (which makes the caster's value); a refusal (a TypeError or
