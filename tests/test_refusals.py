@@ -559,6 +559,17 @@ def test_an_error_that_is_not_the_calls_own_gets_no_lines(m):
     assert WHY not in str(info.value)
 
 
+def test_an_argument_the_library_did_not_reach_is_worded_by_its_producer(m):
+    # x is refused first, so the library never asks about y; its line comes from this project's table refusing the
+    # meta tensor, in the table's words (before: "a Python exception is set").
+    with pytest.raises(TypeError) as info:
+        m.two(torch.ones(2, 4, dtype=torch.float64), torch.ones(2, 4, device="meta"))
+    lines = reasons(str(info.value))
+    assert lines[0] == "    overload 1: argument 'x': expected dtype float32, got float64"
+    assert lines[1].startswith("    overload 1: argument 'y': torch_dlpack_bridge: cannot export a meta tensor"), lines
+    assert len(lines) == 2
+
+
 class Changing:
     """A producer without a table whose __dlpack__ hands out its current tensor (which it may change)."""
 
