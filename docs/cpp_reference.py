@@ -19,7 +19,7 @@ PAGES = {
     "output": ["output.h"],
     "consumer": ["consumer.h", "view.h", "managed.h", "errors.h", "checks.h", "allocate.h", "dltensor.h",
                  "table.h", "protocol.h", "names.h", "config.h"],
-    "bindings": ["pybind11.h", "nanobind.h", "refusals.h"],
+    "bindings": ["pybind11.h", "nanobind.h", "refusals.h", "call.h"],
     "dlpack": ["dlpack.h"],
 }
 # The front door: shown first in its header's summary (then the header's own order).
