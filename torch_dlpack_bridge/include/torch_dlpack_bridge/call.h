@@ -110,15 +110,18 @@ TDB_ALWAYS_INLINE inline T add(std::atomic<T>& count, T delta) noexcept {
   return value;
 #endif
 }
+/*! \cond INTERNAL */
+#if defined(__has_builtin) && (defined(__x86_64__) || defined(__aarch64__))
+#if __has_builtin(__builtin_thread_pointer)
+#define TDB_THREAD_POINTER 1  // the thread pointer register: one instruction
+#endif
+#endif
+/*! \endcond */
 /*! \brief This thread, told apart from the others in one instruction where the compiler can. */
 TDB_ALWAYS_INLINE inline const void* this_thread() noexcept {
-#if defined(__has_builtin)
-#if __has_builtin(__builtin_thread_pointer) && (defined(__x86_64__) || defined(__aarch64__))
+#ifdef TDB_THREAD_POINTER
   return __builtin_thread_pointer();
-#define TDB_HAS_THREAD_POINTER 1
-#endif
-#endif
-#ifndef TDB_HAS_THREAD_POINTER
+#else
   return reinterpret_cast<const void*>(static_cast<uintptr_t>(PyThread_get_thread_ident()));
 #endif
 }
