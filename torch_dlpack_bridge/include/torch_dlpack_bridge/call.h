@@ -27,7 +27,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <string>
 #include <unordered_map>
 #include <vector>
 

@@ -49,28 +49,14 @@ class TensorView {
    * (nullptr: through `obj.__dlpack__()`). For type casters that have looked the table up already.
    */
   TDB_ALWAYS_INLINE TensorView(PyObject* obj, const DLPackExchangeAPI* api, const char* name)
-      : obj_(obj), name_(name), api_(api) {
-    if (api_ && api_->dltensor_from_py_object_no_sync) {  // the fast path: no allocation, no reference
-      if (api_->dltensor_from_py_object_no_sync(obj, &t_) != 0) detail::throw_pending(name);
-      detail::check_described(t_, name);
-    } else {
-      export_owned(false);
-    }
-  }
+      : TensorView(obj, api, name, false) {}
   /*!
    * \private \brief For the binding casters: as above, except that a tensor taken through `__dlpack__` while a
    * wrapped call of this module is open (`tdb::explain_refusals`) is that call's export, lent: its producer is
    * asked once per call, however many overloads and passes try it (call.h).
    */
   TDB_ALWAYS_INLINE TensorView(detail::lent_t, PyObject* obj, const DLPackExchangeAPI* api, const char* name)
-      : obj_(obj), name_(name), api_(api) {
-    if (api_ && api_->dltensor_from_py_object_no_sync) {
-      if (api_->dltensor_from_py_object_no_sync(obj, &t_) != 0) detail::throw_pending(name);
-      detail::check_described(t_, name);
-    } else {
-      export_owned(!api_);
-    }
-  }
+      : TensorView(obj, api, name, true) {}
   /*!
    * \private \brief A view of `t`, a description taken earlier (its shape and strides are the caller's; `obj` is only
    * named): refusals.h runs a typed parameter's checks on it to word a refusal after the call. Owns nothing.
@@ -129,6 +115,16 @@ class TensorView {
   T* data() const { return data_ptr<T>(t_); }
 
  private:
+  /*! \brief Both constructors above: `lend` (a constant once inlined) says whether an export may be the call's. */
+  TDB_ALWAYS_INLINE TensorView(PyObject* obj, const DLPackExchangeAPI* api, const char* name, bool lend)
+      : obj_(obj), name_(name), api_(api) {
+    if (api_ && api_->dltensor_from_py_object_no_sync) {  // the fast path: no allocation, no reference
+      if (api_->dltensor_from_py_object_no_sync(obj, &t_) != 0) detail::throw_pending(name);
+      detail::check_described(t_, name);
+    } else {
+      export_owned(lend && !api_);
+    }
+  }
   /*! \brief The slow path: an owning export (checked by from_python()), or the call's, lent when `lend`. */
   TDB_NOINLINE void export_owned(bool lend) {
     const DLManagedTensorVersioned* m = lend ? detail::lent_export(obj_, name_) : nullptr;
