@@ -262,6 +262,23 @@ def test_a_body_that_lets_another_functions_overload_error_through_runs_once(m):
     assert reasons(str(info.value)) == ["    overload 1: argument 'x': expected 2 dimension(s), got 1"]
 
 
+def test_a_function_without_a_tdb_parameter_is_left_as_it_is(m):
+    # Nothing of its could be explained, so explain_refusals leaves its entry point as it is (its calls cost what
+    # they cost without it): its own TypeError is not marked as a wrapped call's. The wrapped calls its body makes
+    # are whole calls of their own: a producer asked once, refusals explained.
+    with pytest.raises(TypeError, match=r"^untyped_relay\(\): incompatible") as info:
+        m.untyped_relay(1, 2)
+    assert not hasattr(info.value, "__tdb_failed_call__")
+    with pytest.raises(TypeError, match=r"^relay\(\): incompatible") as info:
+        m.relay(1, 2, 3)
+    assert hasattr(info.value, "__tdb_failed_call__")
+    x = OneShot(torch.ones(3, 4, dtype=torch.float64))
+    assert m.untyped_relay(lambda: m.c_dtypes_plain(x, 2.0)) == "float64[3]" and x.asked == 1
+    with pytest.raises(TypeError, match=r"^c_plain\(\): incompatible") as info:
+        m.untyped_relay(lambda: m.c_plain(torch.ones(8), 2.0))
+    assert reasons(str(info.value)) == ["    overload 1: argument 'x': expected 2 dimension(s), got 1"]
+
+
 class Reentrant:
     """A producer without a table whose __dlpack__ first calls a kernel with a refused tensor, as a re-entrant
     producer may while the outer call's refusals are being noted."""

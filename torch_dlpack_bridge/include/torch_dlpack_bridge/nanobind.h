@@ -66,6 +66,7 @@
 #include <nanobind/stl/detail/nb_list.h>
 #include <nanobind/stl/detail/nb_optional.h>
 
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <utility>
@@ -131,6 +132,17 @@ inline std::string nanobind_function_name(PyObject* f) {
   PyErr_Clear();
   return out;
 }
+/*! \brief Whether some overload of `f` has a tdb tensor parameter, as its signatures (the overload error's) show. */
+inline bool nanobind_lists_a_tensor(PyObject* f) {
+  PyObject* signatures = PyObject_GetAttrString(f, "__nb_signature__");
+  PyObject* text = signatures ? PyObject_Str(signatures) : nullptr;
+  const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
+  const bool yes = utf8 && std::strstr(utf8, kSignatureTensor);
+  Py_XDECREF(text);
+  Py_XDECREF(signatures);
+  PyErr_Clear();
+  return yes;
+}
 /*! \brief What a wrapped function's vectorcall slot holds instead of entry I (see refusals.h). */
 template <int I>
 PyObject* nanobind_explained(PyObject* f, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
@@ -138,8 +150,9 @@ PyObject* nanobind_explained(PyObject* f, PyObject* const* args, size_t nargsf, 
                                      &nanobind_function_name});
 }
 /*!
- * \brief Wraps `f` if it is a nanobind function (any module's: the wrapper calls whatever entry point it had):
- * its vectorcall slot, which every call reads, gets the explaining wrapper of its entry point.
+ * \brief Wraps `f` if it is a nanobind function (any module's: the wrapper calls whatever entry point it had) with a
+ * tdb tensor parameter in some overload: its vectorcall slot, which every call reads, gets the explaining wrapper of
+ * its entry point. True for any nanobind function (one without such a parameter is left as it is).
  */
 TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
   static constexpr Vectorcall wrappers[kNanobindEntries] = {
@@ -148,6 +161,7 @@ TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
   PyTypeObject* type = Py_TYPE(f);
   if (std::strcmp(type->tp_name, "nanobind.nb_func") != 0 && std::strcmp(type->tp_name, "nanobind.nb_method") != 0)
     return false;
+  if (!nanobind_lists_a_tensor(f)) return true;  // nothing to explain: left as it is
   Vectorcall* slot = reinterpret_cast<Vectorcall*>(reinterpret_cast<char*>(f) + type->tp_vectorcall_offset);
   for (Vectorcall w : wrappers)
     if (*slot == w) return true;
@@ -164,13 +178,14 @@ TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
 }  // namespace detail
 
 /*!
- * \brief Makes every function of `m` (its classes' methods and its submodules' functions too) say why a tdb
- * parameter refused a tensor when no overload takes a call: nanobind's TypeError, the same type and listing, with
- * one line per overload and refused tensor argument added (refusals.h). Call it at the end of NB_MODULE, after
- * the last `def` (a function defined later is not wrapped). The call is dispatched once either way: the reasons
- * are worded only for a refused call, by each parameter type's checks, and a producer without a table is asked
- * `__dlpack__` once per call; a call that is taken reads a counter twice and counts itself open. Does nothing with
- * the limited API (NB_STABLE_ABI).
+ * \brief Makes every function of `m` (its classes' methods and its submodules' functions too) say why a tdb parameter
+ * refused a tensor when no overload takes a call: nanobind's TypeError, the same type and listing, with one line per
+ * overload and refused tensor argument added (refusals.h). Call it at the end of NB_MODULE, after the last `def` (a
+ * function defined later is not wrapped). The call is dispatched once either way: the reasons are worded only for a
+ * refused call, by each parameter type's checks, and a producer without a table is asked `__dlpack__` once per call; a
+ * call that is taken reads a counter twice and counts itself open. A function with no tdb tensor parameter in any
+ * overload is left as it is (nothing to explain: its calls cost what they did). Does nothing with the limited API
+ * (NB_STABLE_ABI).
  */
 inline void explain_refusals(nanobind::module_& m) {
 #if !defined(Py_LIMITED_API)

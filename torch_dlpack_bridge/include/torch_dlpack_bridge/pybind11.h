@@ -70,6 +70,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <utility>
@@ -134,6 +135,11 @@ struct TDB_MODULE_LOCAL Pybind11Dispatcher : pybind11::cpp_function {  // hidden
     return dispatcher(self, args, nargsf, kwnames);
   }
   static bool is(PyCFunction meth) { return meth == reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&dispatcher)); }
+  static bool lists_a_tensor(PyObject* self) {  // any overload's signature, as the overload error lists it; `self`
+    for (auto* r = pybind11::detail::function_record_ptr_from_PyObject(self); r; r = r->next)  // as for name()
+      if (r->signature && std::strstr(r->signature, kSignatureTensor)) return true;
+    return false;
+  }
   static std::string name(PyObject* self) {  // the function record's, as the overload error starts with it
     const pybind11::detail::function_record* record = pybind11::detail::function_record_ptr_from_PyObject(self);
     return record && record->name ? record->name : "";
@@ -145,14 +151,17 @@ inline PyObject* pybind11_explained(PyObject* self, PyObject* const* args, Py_ss
       Dispatch{&Pybind11Dispatcher::call, self, args, static_cast<size_t>(nargs), kwnames, &Pybind11Dispatcher::name});
 }
 /*!
- * \brief Wraps `f` if it is a function of this module's pybind11: its PyMethodDef (pybind11's own, one per
- * function and its overloads) gets the explaining entry point; CPython reads it at every call.
+ * \brief Wraps `f` if it is a function of this module's pybind11 with a tdb tensor parameter in some overload: its
+ * PyMethodDef (pybind11's own, one per function and its overloads) gets the explaining entry point; CPython reads
+ * it at every call. True for any function of this module's pybind11 (one without such a parameter is left as it
+ * is: nothing to explain).
  */
 inline bool wrap_pybind11_function(PyObject* f) {
   if (!PyCFunction_Check(f)) return false;
   PyMethodDef* def = reinterpret_cast<PyCFunctionObject*>(f)->m_ml;
   const PyCFunction explained = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&pybind11_explained));
   if (def->ml_meth != explained && !Pybind11Dispatcher::is(def->ml_meth)) return false;
+  if (!Pybind11Dispatcher::lists_a_tensor(PyCFunction_GET_SELF(f))) return true;  // nothing to explain: left as it is
   def->ml_meth = explained;
   return true;
 }
@@ -160,13 +169,14 @@ inline bool wrap_pybind11_function(PyObject* f) {
 }  // namespace detail
 
 /*!
- * \brief Makes every function of `m` (its classes' methods and its submodules' functions too) say why a tdb
- * parameter refused a tensor when no overload takes a call: pybind11's TypeError, the same type and listing, with
- * one line per overload and refused tensor argument added (refusals.h). Call it at the end of PYBIND11_MODULE,
- * after the last `def` (a function defined later is not wrapped). The call is dispatched once either way: the
- * reasons are worded only for a refused call, by each parameter type's checks, and a producer without a table is
- * asked `__dlpack__` once per call; a call that is taken reads a counter twice and counts itself open. Needs
- * pybind11 3 (its vectorcall dispatcher); does nothing with pybind11 2 or the limited API.
+ * \brief Makes every function of `m` (its classes' methods and its submodules' functions too) say why a tdb parameter
+ * refused a tensor when no overload takes a call: pybind11's TypeError, the same type and listing, with one line per
+ * overload and refused tensor argument added (refusals.h). Call it at the end of PYBIND11_MODULE, after the last `def`
+ * (a function defined later is not wrapped). The call is dispatched once either way: the reasons are worded only for a
+ * refused call, by each parameter type's checks, and a producer without a table is asked `__dlpack__` once per call; a
+ * call that is taken reads a counter twice and counts itself open. A function with no tdb tensor parameter in any
+ * overload is left as it is (nothing to explain: its calls cost what they did). Needs pybind11 3 (its vectorcall
+ * dispatcher); does nothing with pybind11 2 or the limited API.
  */
 inline void explain_refusals(pybind11::module_& m) {
 #if PYBIND11_VERSION_MAJOR >= 3 && !defined(Py_LIMITED_API)
