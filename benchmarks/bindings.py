@@ -125,7 +125,7 @@ def explain_pairs(mods) -> Dict[str, Tuple[Callable, Callable, tuple]]:
     """Issue 44: name -> (a function of the module without `explain_refusals`, the same function of the module
     with it, arguments that it accepts). dtype2 is called with float64: its float32 overload refuses first."""
     x, y, z, x64 = torch.ones(4), torch.ones(4), torch.ones(4), torch.ones(4, dtype=torch.float64)
-    calls = (("`f0()`: no tensor", "f0", ()), ("`ro1(x)`: 1 tensor, read-only", "ro1", (x,)),
+    calls = (("`f0()`: no tensor (no tdb parameter: left unwrapped)", "f0", ()), ("`ro1(x)`: 1 tensor, read-only", "ro1", (x,)),
              ("`ro3(x, y, z)`: 3 tensors, read-only", "ro3", (x, y, z)),
              ("`typed1(x)`: 1 tensor, written", "typed1", (x,)),
              ("`dtype2(x)`: x float64, the float32 overload refused first", "dtype2", (x64,)))
@@ -255,8 +255,9 @@ def explain_goal(explain: Dict[str, Dict[str, List[float]]]) -> str:
     return goal("a module with `explain_refusals` <= 1.02x one without on accepted calls", "; ".join(results),
                 all(v <= 1.02 for v in r.values()), "the wrapper is one more call between CPython and the "
                 "library's dispatcher, which reads a counter twice and counts the call in and out (about 40 "
-                "instructions, a few ns against calls of 15-80 ns); nothing is noted on an accepted call, also when "
-                "an overload refused first (refusals.h, call.h)")
+                "instructions, 1-2 ns against calls of 30-90 ns; a bare pass-through wrapper alone measured up to "
+                "1.04x with nanobind, benchmarks/NOTES.md); nothing is noted on an accepted call, also when an "
+                "overload refused first (refusals.h, call.h)")
 
 
 def outputs_contenders(mods) -> Dict[str, Callable]:
