@@ -82,6 +82,9 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   m.def("relay", [](py::object callback, std::optional<Vec>) { return callback(); }, py::arg("callback"),
         py::arg("x") = py::none());
   m.def("untyped_relay", [](py::object callback) { return callback(); }, py::arg("callback"));
+  // Wrapped as its first overload takes a tensor, though its last does not.
+  m.def("tensor_or_int", [](Vec x) { return x.size(0); }, py::arg("x"));
+  m.def("tensor_or_int", [](int n) { return static_cast<int64_t>(n); }, py::arg("n"));
   // Issue 38.3: no caster runs for bias=None; the tdb::Error is a ValueError from the first call.
   m.def("bias_first", [](int n, std::optional<tdb::Tensor<const float, tdb::ndim<1>>> bias) {
     if (n < 0) throw tdb::Error(PyExc_ValueError, "n must be >= 0, got " + std::to_string(n));

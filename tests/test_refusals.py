@@ -272,6 +272,9 @@ def test_a_function_without_a_tdb_parameter_is_left_as_it_is(m):
     with pytest.raises(TypeError, match=r"^relay\(\): incompatible") as info:
         m.relay(1, 2, 3)
     assert hasattr(info.value, "__tdb_failed_call__")
+    with pytest.raises(TypeError, match=r"^tensor_or_int\(\): incompatible") as info:
+        m.tensor_or_int(torch.ones(2, 2))  # its first overload takes a tensor, its last does not: wrapped
+    assert reasons(str(info.value)) == ["    overload 1: argument 'x': expected 1 dimension(s), got 2"]
     x = OneShot(torch.ones(3, 4, dtype=torch.float64))
     assert m.untyped_relay(lambda: m.c_dtypes_plain(x, 2.0)) == "float64[3]" and x.asked == 1
     with pytest.raises(TypeError, match=r"^c_plain\(\): incompatible") as info:
