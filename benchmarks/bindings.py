@@ -125,7 +125,8 @@ def explain_pairs(mods) -> Dict[str, Tuple[Callable, Callable, tuple]]:
     """Issue 44: name -> (a function of the module without `explain_refusals`, the same function of the module
     with it, arguments that it accepts). dtype2 is called with float64: its float32 overload refuses first."""
     x, y, z, x64 = torch.ones(4), torch.ones(4), torch.ones(4), torch.ones(4, dtype=torch.float64)
-    calls = (("`f0()`: no tensor (no tdb parameter: left unwrapped)", "f0", ()), ("`ro1(x)`: 1 tensor, read-only", "ro1", (x,)),
+    calls = (("`f0()`: no tensor (no tdb parameter: left unwrapped)", "f0", ()),
+             ("`ro1(x)`: 1 tensor, read-only", "ro1", (x,)),
              ("`ro3(x, y, z)`: 3 tensors, read-only", "ro3", (x, y, z)),
              ("`typed1(x)`: 1 tensor, written", "typed1", (x,)),
              ("`dtype2(x)`: x float64, the float32 overload refused first", "dtype2", (x64,)))

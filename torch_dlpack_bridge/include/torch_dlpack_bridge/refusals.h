@@ -11,9 +11,9 @@
  * \endcode
  *
  * How the lines are found: neither binding library lets a caster reach its final message, nor tells it its
- * parameter's name or overload, so `explain_refusals` wraps the entry point of each function that some overload
- * of lists with a tdb tensor parameter (pybind11 3: its PyMethodDef's dispatcher; nanobind: its vectorcall slot;
- * any other function has nothing to explain and is left as it is) and calls the library's dispatch once. A refusing
+ * parameter's name or overload, so `explain_refusals` wraps the entry point of each function with a tdb tensor
+ * parameter in some overload (pybind11 3: its PyMethodDef's dispatcher; nanobind: its vectorcall slot; any other
+ * function has nothing to explain and is left as it is) and calls the library's dispatch once. A refusing
  * caster says nothing then; only when the dispatch fails with the library's own overload TypeError for this call
  * (its function's name, raised by the dispatcher itself: no traceback yet, not marked by a wrapped call made
  * inside it, and no lines yet) does the wrapper read the overloads and parameters that the TypeError lists (a
