@@ -484,13 +484,6 @@ def test_a_one_shot_producer_is_asked_once_by_every_overload_and_pass(m, form):
 
 def test_a_refusing_producer_is_asked_once_by_every_overload(m):
     # Its refusal is raised again for the float64 overload (and pybind11's second pass) without asking it again.
-    class Refusing(Changing):
-        asked = 0
-
-        def __dlpack__(self, **kwargs):
-            self.asked += 1
-            raise BufferError("not today")
-
     x = Refusing(torch.ones(3, 4))
     with pytest.raises(TypeError) as info:
         m.c_dtypes_plain(x, 2)
@@ -519,17 +512,19 @@ def test_a_nested_calls_export_is_released_when_it_returns(m):
 
 
 def test_an_unwrapped_functions_refusals_are_not_kept(m):
-    # late_c() is defined after explain_refusals. Its casters note only inside a wrapped call of their thread, and a
-    # note holds the refused tensor: such a note goes with that call; none is made while only another thread's call
-    # is open.
-    x = torch.ones(2, 4, dtype=torch.float64)
+    # late_c() is defined after explain_refusals. Its casters note a producer's refusal only inside a wrapped call of
+    # their thread, and a note holds the refused object: such a note goes with that call; none is made once a call
+    # that opened alone on this thread has ended, nor while only another thread's call is open.
+    x = Refusing(torch.ones(2, 4))
 
     def refused():
         with pytest.raises(TypeError, match=r"^late_c\(\)"):
             m.late_c(x)
 
+    assert m.c_plain(torch.ones(2, 4), 2.0) == "float32[2]"  # a wrapped call that opened alone, and ended
     before = sys.getrefcount(x)
     refused()
+    assert x.asked > 0
     after = sys.getrefcount(x)
     assert after == before
     m.relay(refused)
@@ -601,6 +596,16 @@ class Changing:
 
     def __dlpack_device__(self):
         return self.t.__dlpack_device__()
+
+
+class Refusing(Changing):
+    """A producer whose __dlpack__ refuses (BufferError), counting how often it was asked."""
+
+    asked = 0
+
+    def __dlpack__(self, **kwargs):
+        self.asked += 1
+        raise BufferError("not today")
 
 
 def test_a_nested_call_exports_its_producer_again(m):
