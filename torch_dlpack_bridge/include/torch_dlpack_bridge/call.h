@@ -170,9 +170,10 @@ TDB_NOINLINE inline void push_barrier() noexcept {
 }
 /*!
  * \brief A wrapped call starts: counted in busy(), and true when it is alone (no other open, on any thread, and no
- * export kept); when it is not, a barrier is pushed on this thread's log, so that the call lends none of the entries made
- * before it (an enclosing call's export of an object that has changed since). Calls nest on a thread: the barrier
- * goes with the call's entries when it ends (forget_since()). A call that is alone only says which thread it is on.
+ * export kept); when it is not, a barrier is pushed on this thread's log, so that the call lends none of the
+ * entries made before it (an enclosing call's export of an object that has changed since). Calls nest on a thread:
+ * the barrier goes with the call's entries when it ends (forget_since()). A call that is alone only says which
+ * thread it is on.
  */
 TDB_ALWAYS_INLINE inline bool enter_call() noexcept {
   const bool alone = add(busy(), 1L) == 1;

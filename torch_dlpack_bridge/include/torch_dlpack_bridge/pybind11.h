@@ -134,7 +134,9 @@ struct TDB_MODULE_LOCAL Pybind11Dispatcher : pybind11::cpp_function {  // hidden
   TDB_ALWAYS_INLINE static PyObject* call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
     return dispatcher(self, args, nargsf, kwnames);
   }
-  static bool is(PyCFunction meth) { return meth == reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&dispatcher)); }
+  static bool is(PyCFunction meth) {
+    return meth == reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&dispatcher));
+  }
   static bool lists_a_tensor(PyObject* self) {  // any overload's signature, as the overload error lists it; `self`
     for (auto* r = pybind11::detail::function_record_ptr_from_PyObject(self); r; r = r->next)  // as for name()
       if (r->signature && std::strstr(r->signature, kSignatureTensor)) return true;

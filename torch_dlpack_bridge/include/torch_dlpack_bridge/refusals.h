@@ -28,8 +28,9 @@
  * call's own (call.h). Nothing is dispatched again: a call runs its body once with the arguments given, or is
  * refused and no body ran. An accepted call that made no entry pays a few reads of the module's counters and a
  * count of open calls in the wrapper (a thread-local too when another call is open), and nothing per tensor. A
- * type that takes its argument is not blamed; an argument that no tdb parameter refuses (a non-tensor parameter that did not convert) gets no line, nor does an item of an iterable
- * that is not a list or a tuple (a generator: its items are gone). A tensor argument is explained whether or not
+ * type that takes its argument is not blamed; an argument that no tdb parameter refuses (a non-tensor parameter
+ * that did not convert) gets no line, nor does an item of an iterable that is not a list or a tuple (a generator:
+ * its items are gone). A tensor argument is explained whether or not
  * the library reached it (an earlier argument may have failed first), and as it is when the call fails: one that a
  * converter or another thread changed meanwhile is worded as it is then. Functions defined after `explain_refusals`
  * are not wrapped (neither library has a hook where a function is defined): their refusals say no more than the
@@ -450,8 +451,8 @@ inline bool own_overload_error(PyObject* error, const Dispatch& d, bool& constru
 /*!
  * \brief The end of a call that failed, or during which some thread made entries (call.h): when the call's error
  * is its own overload TypeError, adds the reasons from its notes (this thread's entries since `start`); marks a
- * TypeError it fails with, so that an enclosing call does not take it for its own; removes its entries (and, when
- * no wrapped call of this module is open any more, whatever this thread's log still holds). Returns `result`.
+ * TypeError it fails with, so that an enclosing call does not take it for its own; removes its entries and its
+ * barrier (forget_since()). Returns `result`.
  */
 TDB_NOINLINE inline PyObject* explain(PyObject* result, const Dispatch& d, uint64_t start) noexcept {
   PyObject* error = result ? nullptr : fetch_exception();
