@@ -176,7 +176,7 @@ inline bool wrap_pybind11_function(PyObject* f) {
  * listing, with one line per overload and refused tensor argument added (refusals.h). Call it at the end of
  * PYBIND11_MODULE, after the last `def` (a function defined later is not wrapped). The call is dispatched once either
  * way: the reasons are worded only for a refused call, by each parameter type's checks, and a producer without a table
- * is asked `__dlpack__` once per call; a call that is taken reads a counter twice and counts itself open. Any other
+ * is asked `__dlpack__` once per call; a call that is taken makes its record innermost and puts it back. Any other
  * function is left as it is (nothing to explain: its calls cost what they did). Needs pybind11 3 (its vectorcall
  * dispatcher); does nothing with pybind11 2 or the limited API.
  */
@@ -215,11 +215,16 @@ class type_caster<tdb::TensorView> {
       return tdb::detail::pybind11_refused();
     return true;
   }
-  operator tdb::TensorView*() { return &*value_; }
-  operator tdb::TensorView&() { return *value_; }
-  operator tdb::TensorView&&() && { return std::move(*value_); }
+  operator tdb::TensorView*() { return &held(); }
+  operator tdb::TensorView&() { return held(); }
+  operator tdb::TensorView&&() && { return std::move(held()); }
 
  private:
+  /*! \brief The value, converted for a body: the call's record closes (call.h). */
+  tdb::TensorView& held() noexcept {
+    tdb::detail::body_starts();
+    return *value_;
+  }
   std::optional<tdb::TensorView> value_;
   /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
   TDB_MODULE_LOCAL static inline const bool registered_ =
@@ -230,7 +235,9 @@ class type_caster<tdb::TensorView> {
 template <>
 class type_caster<tdb::ManagedTensor> {
  public:
-  PYBIND11_TYPE_CASTER(tdb::ManagedTensor, io_name(tdb::detail::kSignatureTensor, tdb::detail::kSignatureResult));
+  static constexpr auto name = io_name(tdb::detail::kSignatureTensor, tdb::detail::kSignatureResult);
+  template <typename T>
+  using cast_op_type = movable_cast_op_type<T>;
 
   /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor. */
   bool load(handle src, bool /*convert*/) {
@@ -238,7 +245,7 @@ class type_caster<tdb::ManagedTensor> {
     PyObject* obj = src.ptr();
     (void)registered_;
     if (!tdb::is_dlpack_tensor(obj)) return false;
-    if (!tdb::detail::fill_or_note([this, obj] { value = tdb::ManagedTensor::from_python(obj, "tensor"); }, obj,
+    if (!tdb::detail::fill_or_note([this, obj] { value_ = tdb::ManagedTensor::from_python(obj, "tensor"); }, obj,
                                    tdb::detail::kSignatureTensor))
       return tdb::detail::pybind11_refused();
     return true;
@@ -248,8 +255,17 @@ class type_caster<tdb::ManagedTensor> {
     tdb::register_pybind11_error_translator();
     return src.to_python();
   }
+  operator tdb::ManagedTensor*() { return &held(); }
+  operator tdb::ManagedTensor&() { return held(); }
+  operator tdb::ManagedTensor&&() && { return std::move(held()); }
 
  private:
+  /*! \brief The value, converted for a body: the call's record closes (call.h). */
+  tdb::ManagedTensor& held() noexcept {
+    tdb::detail::body_starts();
+    return value_;
+  }
+  tdb::ManagedTensor value_;
   /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
   TDB_MODULE_LOCAL static inline const bool registered_ =
       tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
@@ -301,7 +317,8 @@ class tdb_typed_caster {
  private:
   /*! \brief A written tensor of this overload's own (not a container's element) is bumped at its conversion. */
   static constexpr bool kCommits = !Value::ReadOnly && std::is_same<Held, Value>::value;
-  TDB_ALWAYS_INLINE Held& commit() noexcept {
+  TDB_ALWAYS_INLINE Held& commit() noexcept {  // the body starts: the call's record closes (call.h)
+    tdb::detail::body_starts();
     if constexpr (kCommits) tdb::detail::commit_write_through(layout_, value_->object());
     return *value_;
   }
@@ -328,24 +345,28 @@ class type_caster<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>
  * converting it for the chosen overload commits each element (Tensor::commit()), which pybind11's caster would
  * have done as it loaded them, in every overload it tried.
  */
-template <class Container, class Inner>
+template <class Container, class Inner, class InnerCaster = make_caster<Inner>>
 class TDB_MODULE_LOCAL tdb_container_caster {  // hidden as its field, pybind11's own caster (-Werror=attributes)
-  make_caster<Inner> inner_;
+  InnerCaster inner_;
   Container value_;
 
  public:
-  static constexpr auto name = make_caster<Inner>::name;
+  static constexpr auto name = InnerCaster::name;
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
 
-  bool load(handle src, bool convert) { return inner_.load(src, convert); }
+  bool load(handle src, bool convert) {
+    tdb::detail::ItemsLoad loading;
+    return inner_.load(src, convert);
+  }
   operator Container*() { return &commit(); }
   operator Container&() { return commit(); }
   operator Container&&() && { return std::move(commit()); }
 
  private:
   Container& commit() {
-    value_ = tdb::detail::committed(cast_op<Inner&&>(std::move(inner_)));
+    tdb::detail::body_starts();  // the call's record closes (call.h)
+    value_ = tdb::detail::committed(static_cast<Inner&&>(std::move(inner_)));
     return value_;
   }
 };
@@ -359,6 +380,25 @@ template <class... Ts>
 class type_caster<std::vector<tdb::Tensor<Ts...>>>
     : public tdb_container_caster<std::vector<tdb::Tensor<Ts...>>,
                                   std::vector<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>> {};
+/*! \brief std::optional and std::vector of tdb::TensorView or tdb::ManagedTensor: pybind11's own caster
+ *  (pybind11/stl.h, which a module using them includes, as for any std container), loaded as a tdb container
+ *  (call.h: ItemsLoad). */
+template <typename Type, typename Value>
+struct optional_caster;
+template <typename Type, typename Value>
+struct list_caster;
+template <class T>
+using tdb_optional = tdb_container_caster<std::optional<T>, std::optional<T>, optional_caster<std::optional<T>, T>>;
+template <class T>
+using tdb_vector = tdb_container_caster<std::vector<T>, std::vector<T>, list_caster<std::vector<T>, T>>;
+template <>
+class type_caster<std::optional<tdb::TensorView>> : public tdb_optional<tdb::TensorView> {};
+template <>
+class type_caster<std::vector<tdb::TensorView>> : public tdb_vector<tdb::TensorView> {};
+template <>
+class type_caster<std::optional<tdb::ManagedTensor>> : public tdb_optional<tdb::ManagedTensor> {};
+template <>
+class type_caster<std::vector<tdb::ManagedTensor>> : public tdb_vector<tdb::ManagedTensor> {};
 
 /*!
  * \brief A returned tdb::OwnedTensor<...> (output.h) becomes its producer's tensor (a torch.Tensor for torch's
