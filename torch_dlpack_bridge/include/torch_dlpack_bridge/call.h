@@ -7,16 +7,17 @@
  * record: a thread-local pointer, put back as it was when the call returns or raises, so no later call can find the
  * record, and nothing in it is shared with another thread (no lock, no atomic). Casters write only to their thread's
  * innermost record, and only while it is open: from the dispatch until a tdb caster converts its argument for a body
- * (the body starts: body_starts(); not an item that a tdb container converts as it loads), and never while a caster
- * runs a producer's Python code (`__dlpack__`). So a call
- * made from a body or a producer either opens a record of its own (wrapped) or finds none open and keeps nothing (a
- * function defined after `explain_refusals`, a module without it, a plain caster). What the record keeps: the
- * tensors exported through `__dlpack__`, lent to every overload and pass so that each producer is asked once per call;
- * the producers' refusals, to word the TypeError and so that a refusing producer is not asked again; and the first
- * exception that was not a refusal, which the call ends with (nanobind.h: a nanobind caster cannot raise it). All of it
- * is released when the record is destroyed, as the call ends. One gap is left: the body of an overload with no tdb
- * parameter, chosen after another overload's casters exported a tensor, runs with the record open; and an item of
- * a std::variant or std::tuple closes it early (later overloads ask their producers again).
+ * (body_starts(); an item that a tdb container converts as it loads does not count), and never while a caster runs a
+ * producer's Python code (`__dlpack__`). So a call made from a body or a producer either opens a record of its own
+ * (wrapped) or finds none open and keeps nothing (a function defined after `explain_refusals`, a module without it, a
+ * plain caster). What the record keeps: the tensors exported through `__dlpack__`, lent to every overload and pass so
+ * that each producer is asked once per call; the producers' refusals, to word the TypeError and so that a refusing
+ * producer is not asked again; and the first exception that was not a refusal, which the call ends with (nanobind.h: a
+ * nanobind caster cannot raise it). All of it is released when the record is destroyed, as the call ends. Two gaps are
+ * left: the body of an overload with no tdb parameter, chosen after another overload's casters exported a tensor, runs
+ * with the record open; and an item that a container of the binding library's own converts as it loads (a
+ * std::variant's, a std::tuple's, pybind11's std::vector of tdb::TensorView) closes the record early, so later items
+ * and overloads ask their producers again.
  *
  * Included by view.h; a kernel author never includes it directly.
  */

@@ -264,7 +264,7 @@ class NanobindDeferred {
   /*! \brief Throws the kept exception, or one carried since, as itself; the call's record closes (call.h). */
   void raise_kept() {
     body_starts();
-    if (!raised_ && !take_carried(call_)) return;
+    if (!raised_ && !take_carried(static_cast<nanobind::detail::cleanup_list*>(call_))) return;
     PyObject* exc = raised_;
     raised_ = nullptr;
     restore_exception(exc);
@@ -272,8 +272,8 @@ class NanobindDeferred {
   }
 
  private:
-  PyObject* raised_ = nullptr;                      //!< owned
-  nanobind::detail::cleanup_list* call_ = nullptr;  //!< the call's, while nanobind dispatches it
+  PyObject* raised_ = nullptr;  //!< owned
+  void* call_ = nullptr;  //!< the call's cleanup list, while nanobind dispatches it (a hidden type: not named here)
 };
 
 /*! \brief What both argument casters hold: the value made by from_python; nanobind takes it through these operators. */
@@ -373,6 +373,16 @@ class NanobindTypedArg : public NanobindHeld<V> {
   TDB_MODULE_LOCAL static inline const bool registered_ =
       register_recheck(Signature<Ts...>::value.text, &recheck<Tensor<Ts...>>);
 };
+
+/*! \brief A container of untyped elements (tdb::TensorView, tdb::ManagedTensor): nothing to commit. */
+template <class T>
+std::optional<T> committed(std::optional<T>&& from) {
+  return std::move(from);
+}
+template <class T>
+std::vector<T> committed(std::vector<T>&& from) {
+  return std::move(from);
+}
 
 /*!
  * \brief A std::optional or std::vector of typed tensors: nanobind's own caster (nanobind/stl/optional.h,

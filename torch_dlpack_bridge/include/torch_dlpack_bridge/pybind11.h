@@ -193,13 +193,35 @@ inline void explain_refusals(pybind11::module_& m) {
 namespace pybind11 {
 namespace detail {
 
+/*!
+ * \brief What the untyped argument casters share: the value made by load(), which pybind11 takes through these
+ * operators for the chosen overload, right before the body (the call's record closes then: call.h), and the
+ * parameter type's recheck, for explain_refusals (refusals.h; hidden, as its module's own).
+ */
+template <class T>
+class tdb_untyped_caster {
+ public:
+  template <typename U>
+  using cast_op_type = movable_cast_op_type<U>;
+  operator T*() { return &held(); }
+  operator T&() { return held(); }
+  operator T&&() && { return std::move(held()); }
+
+ protected:
+  T& held() noexcept {
+    tdb::detail::body_starts();
+    return *value_;
+  }
+  std::optional<T> value_;
+  TDB_MODULE_LOCAL static inline const bool registered_ =
+      tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
+};
+
 /*! \brief Loads a tdb::TensorView argument; the view lives in the caster for the duration of the call. */
 template <>
-class type_caster<tdb::TensorView> {
+class type_caster<tdb::TensorView> : public tdb_untyped_caster<tdb::TensorView> {
  public:
   static constexpr auto name = const_name(tdb::detail::kSignatureTensor);
-  template <typename T>
-  using cast_op_type = movable_cast_op_type<T>;
 
   /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor; throws
    *  error_already_set for another exception from the producer (tdb::detail::pybind11_refused). */
@@ -215,29 +237,13 @@ class type_caster<tdb::TensorView> {
       return tdb::detail::pybind11_refused();
     return true;
   }
-  operator tdb::TensorView*() { return &held(); }
-  operator tdb::TensorView&() { return held(); }
-  operator tdb::TensorView&&() && { return std::move(held()); }
-
- private:
-  /*! \brief The value, converted for a body: the call's record closes (call.h). */
-  tdb::TensorView& held() noexcept {
-    tdb::detail::body_starts();
-    return *value_;
-  }
-  std::optional<tdb::TensorView> value_;
-  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
-  TDB_MODULE_LOCAL static inline const bool registered_ =
-      tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
 };
 
 /*! \brief tdb::ManagedTensor: owning export as an argument; a returned one goes back to its producer. */
 template <>
-class type_caster<tdb::ManagedTensor> {
+class type_caster<tdb::ManagedTensor> : public tdb_untyped_caster<tdb::ManagedTensor> {
  public:
   static constexpr auto name = io_name(tdb::detail::kSignatureTensor, tdb::detail::kSignatureResult);
-  template <typename T>
-  using cast_op_type = movable_cast_op_type<T>;
 
   /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor. */
   bool load(handle src, bool /*convert*/) {
@@ -245,8 +251,8 @@ class type_caster<tdb::ManagedTensor> {
     PyObject* obj = src.ptr();
     (void)registered_;
     if (!tdb::is_dlpack_tensor(obj)) return false;
-    if (!tdb::detail::fill_or_note([this, obj] { value_ = tdb::ManagedTensor::from_python(obj, "tensor"); }, obj,
-                                   tdb::detail::kSignatureTensor))
+    if (!tdb::detail::fill_or_note([this, obj] { value_.emplace(tdb::ManagedTensor::from_python(obj, "tensor")); },
+                                   obj, tdb::detail::kSignatureTensor))
       return tdb::detail::pybind11_refused();
     return true;
   }
@@ -255,20 +261,6 @@ class type_caster<tdb::ManagedTensor> {
     tdb::register_pybind11_error_translator();
     return src.to_python();
   }
-  operator tdb::ManagedTensor*() { return &held(); }
-  operator tdb::ManagedTensor&() { return held(); }
-  operator tdb::ManagedTensor&&() && { return std::move(held()); }
-
- private:
-  /*! \brief The value, converted for a body: the call's record closes (call.h). */
-  tdb::ManagedTensor& held() noexcept {
-    tdb::detail::body_starts();
-    return value_;
-  }
-  tdb::ManagedTensor value_;
-  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
-  TDB_MODULE_LOCAL static inline const bool registered_ =
-      tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
 };
 
 /*!
@@ -345,13 +337,13 @@ class type_caster<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>
  * converting it for the chosen overload commits each element (Tensor::commit()), which pybind11's caster would
  * have done as it loaded them, in every overload it tried.
  */
-template <class Container, class Inner, class InnerCaster = make_caster<Inner>>
+template <class Container, class Inner>
 class TDB_MODULE_LOCAL tdb_container_caster {  // hidden as its field, pybind11's own caster (-Werror=attributes)
-  InnerCaster inner_;
+  make_caster<Inner> inner_;
   Container value_;
 
  public:
-  static constexpr auto name = InnerCaster::name;
+  static constexpr auto name = make_caster<Inner>::name;
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
 
@@ -366,7 +358,7 @@ class TDB_MODULE_LOCAL tdb_container_caster {  // hidden as its field, pybind11'
  private:
   Container& commit() {
     tdb::detail::body_starts();  // the call's record closes (call.h)
-    value_ = tdb::detail::committed(static_cast<Inner&&>(std::move(inner_)));
+    value_ = tdb::detail::committed(cast_op<Inner&&>(std::move(inner_)));
     return value_;
   }
 };
@@ -380,25 +372,6 @@ template <class... Ts>
 class type_caster<std::vector<tdb::Tensor<Ts...>>>
     : public tdb_container_caster<std::vector<tdb::Tensor<Ts...>>,
                                   std::vector<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>> {};
-/*! \brief std::optional and std::vector of tdb::TensorView or tdb::ManagedTensor: pybind11's own caster
- *  (pybind11/stl.h, which a module using them includes, as for any std container), loaded as a tdb container
- *  (call.h: ItemsLoad). */
-template <typename Type, typename Value>
-struct optional_caster;
-template <typename Type, typename Value>
-struct list_caster;
-template <class T>
-using tdb_optional = tdb_container_caster<std::optional<T>, std::optional<T>, optional_caster<std::optional<T>, T>>;
-template <class T>
-using tdb_vector = tdb_container_caster<std::vector<T>, std::vector<T>, list_caster<std::vector<T>, T>>;
-template <>
-class type_caster<std::optional<tdb::TensorView>> : public tdb_optional<tdb::TensorView> {};
-template <>
-class type_caster<std::vector<tdb::TensorView>> : public tdb_vector<tdb::TensorView> {};
-template <>
-class type_caster<std::optional<tdb::ManagedTensor>> : public tdb_optional<tdb::ManagedTensor> {};
-template <>
-class type_caster<std::vector<tdb::ManagedTensor>> : public tdb_vector<tdb::ManagedTensor> {};
 
 /*!
  * \brief A returned tdb::OwnedTensor<...> (output.h) becomes its producer's tensor (a torch.Tensor for torch's

@@ -374,15 +374,6 @@ std::optional<V> committed(std::optional<Uncommitted<V>>&& from) {
   from->commit();
   return std::optional<V>(std::move(*from));
 }
-/*! \brief A container of untyped elements (tdb::TensorView, tdb::ManagedTensor): nothing to commit. */
-template <class T>
-std::optional<T> committed(std::optional<T>&& from) {
-  return std::move(from);
-}
-template <class T>
-std::vector<T> committed(std::vector<T>&& from) {
-  return std::move(from);
-}
 
 }  // namespace detail
 
