@@ -109,6 +109,9 @@ setup(
     version=VERSION,
     long_description=long_description(),
     long_description_content_type="text/markdown",
+    # Home-page: the one URL `pip show` prints, and the only one pip < 24 finds (Debian 12's pip 23.0.1 reads no
+    # Project-URL there); newer pip and PyPI read it too.
+    url=REPOSITORY,
     project_urls=project_urls(),
     ext_modules=[
         Extension(
