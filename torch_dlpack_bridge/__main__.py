@@ -219,8 +219,8 @@ def main(argv: List[str]) -> int:
     except ImportError as error:
         print(error, file=sys.stderr)
         if args.command is None:
-            print(f"verdict: FAILED: the table library could not be loaded; next: the message above says why and what "
-                  f"to do, then run `python -m torch_dlpack_bridge` again")
+            print("verdict: FAILED: the table library could not be loaded; next: the message above says why and what "
+                  "to do, then run `python -m torch_dlpack_bridge` again")
         return 1
     if args.command == "build":
         return build()
@@ -242,6 +242,7 @@ def main(argv: List[str]) -> int:
         return 1
     print("\n" + verdict(failed, consumers_get(bridge.active_provider()), bridge._native_capsule() is not None))
     return 1 if failed else 0
+
 
 if __name__ == "__main__":
     try:
