@@ -182,8 +182,9 @@ def parser() -> argparse.ArgumentParser:
     """The command line: options of the status run, and one subparser per subcommand (`dest="command"`;
     `bench` passes what follows it to the benchmark's own parser)."""
     top = argparse.ArgumentParser(prog="python -m torch_dlpack_bridge",
-                                  description="Status, a self-check of every table function, and a quick timing; "
-                                              "or one of the subcommands.")
+                                  description="Status, a self-check of every table function, a quick timing, and a "
+                                              "verdict last (exit status 0: it works; 1: what failed, and what to "
+                                              "do next); or one of the subcommands.")
     top.add_argument("--includes", action="store_true", help="print the -I flag for the consumer headers")
     top.add_argument("--cmake-dir", action="store_true",
                      help="print the directory of torch_dlpack_bridgeConfig.cmake (for find_package)")
