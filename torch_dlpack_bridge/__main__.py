@@ -100,8 +100,8 @@ def table_lines(providers: Dict[str, Optional[str]], has_native: bool) -> List[s
     use_ours = f"to use this project's: {bridge.PREFER_ENV}=bridge or torch_dlpack_bridge.install()"
     torch_minor = ".".join(torch.__version__.split(".")[:2])
     if set(providers.values()) == {"torch_dlpack_bridge"} and has_native:
-        lines += [f"  why: torch {torch_minor} has a table of its own, and this project's replaces it by default "
-                  f"(faster: see the quick timing below)",
+        lines += [f"  why: torch {torch_minor} has a table of its own, and this project's replaces it by default: "
+                  f"faster (the quick timing below), and it refuses the conj and neg views torch's exports as if plain",
                   f"  to keep torch's own: {bridge.PREFER_ENV}=torch or torch_dlpack_bridge.install(prefer='torch')"]
     elif set(providers.values()) == {"torch_dlpack_bridge"}:
         lines.append(f"  why: torch {torch_minor} has no table of its own")
