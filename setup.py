@@ -109,8 +109,8 @@ setup(
     version=VERSION,
     long_description=long_description(),
     long_description_content_type="text/markdown",
-    # Home-page: the one URL `pip show` prints, and the only one pip < 24 finds (Debian 12's pip 23.0.1 reads no
-    # Project-URL there); newer pip and PyPI read it too.
+    # Home-page: the one URL `pip show` prints; older pip (Debian 12's 23.0.1) finds it nowhere else, as it reads
+    # no Project-URL there. Newer pip and PyPI read it too.
     url=REPOSITORY,
     project_urls=project_urls(),
     ext_modules=[
