@@ -1,6 +1,8 @@
 """The self-check of `python -m torch_dlpack_bridge` (torch_dlpack_bridge/_self_check.py): on CPU, on the tdbdev
 PrivateUse1 backend (two devices with real streams), on the stand-ins for XPU and MPS (tests/mock_devices), and
-against doctored tables, which it must catch. A CUDA machine runs it through scripts/gpu_check.sh's main job."""
+against doctored tables, which it must catch; then the main job's lines on which table consumers get, and its
+verdict and exit status, a failure forced for each kind. A CUDA machine runs it through scripts/gpu_check.sh's
+main job."""
 
 import ctypes
 import os
