@@ -240,13 +240,13 @@ def typed_report(typed: Dict[str, Dict], meta: Dict[str, object]) -> str:
     why = ("a written parameter checks that the tensor does not require grad in grad mode (torch refuses in-place "
            "writes to such tensors) and bumps its version counter once the overload is chosen, which the untyped "
            "caster does not (benchmarks/NOTES.md)")
+
     def results_of(ratios: Dict[str, float]) -> str:
         return "; ".join(f"{n.split(' ')[0]} {ratios[n]:.2f}x ({'any strides' if 'any strides' in n else 'c_contig'})"
                          for n in typed_names)
 
-    results = results_of(r)
     lines.append(goal("a written typed parameter per tensor <= 1.10x the same library's untyped caster (aim 1.05x)",
-                      results, all(r[n] <= 1.10 for n in typed_names), why))
+                      results_of(r), all(r[n] <= 1.10 for n in typed_names), why))
     if read_only:
         lines.append(goal("a read-only typed parameter per tensor <= 1.02x the same library's untyped caster",
                           "; ".join(f"{n.split(' ')[0]} {r[n]:.2f}x" for n in read_only),
