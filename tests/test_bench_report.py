@@ -81,3 +81,28 @@ def test_typed_section_reports_explain_refusals_per_call_and_its_goal(tmp_path):
     assert "explain_refusals" not in bindings.typed_report(typed, META)
     saved.write_text(json.dumps({"typed": typed}))
     assert len(summary.binding_rows(saved)) == 1
+
+
+def test_typed_section_shows_typed_parameters_against_the_stable_abi_caster_where_it_was_measured(monkeypatch):
+    bindings, _ = _benchmarks()
+    typed = _typed([100, 100])
+    ext = typed.pop("pybind11 torch extension, `torch::Tensor` + `TORCH_CHECK`")
+    typed[bindings.STABLE_TYPED] = {"0": [0, 0], "8": [400, 400]}  # 50 ns per tensor
+    typed["pybind11 torch extension, `torch::Tensor` + `TORCH_CHECK`"] = ext  # the extension stays last
+    text = bindings.typed_report(typed, META)
+    assert "+ `TORCH_CHECK` | per tensor / stable-ABI caster |" in text
+    assert "| pybind11 caster, typed `tdb::Tensor<float>` | 88 | 11.0 | 1.10x | 0.55x | 0.22x |" in text
+    assert (f"| {bindings.STABLE_TYPED} | 400 | 50.0 | 5.00x | 2.50x | 1.00x |") in text
+    assert ("- Goal met: a written typed parameter per tensor <= 0.35x the stable-ABI caster: pybind11 0.22x "
+            "(c_contig); nanobind 0.22x (c_contig).") in text
+    assert "- A read-only typed parameter per tensor against the stable-ABI caster: pybind11 0.24x; nanobind 0.24x." \
+        in text
+    # Without it (torch < 2.14, or a run saved before it), the section says so and has no such column.
+    text = bindings.typed_report(_typed([100, 100]), META)
+    assert "stable-ABI caster |" not in text
+    assert "- The stable-ABI caster (`torch::stable::Tensor`) needs torch >= 2.14: not measured with torch 2.13.0." \
+        in text
+    monkeypatch.setattr(bindings.torch, "__version__", bindings.torch.torch_version.TorchVersion("2.13.0+cpu"))
+    assert "needs torch >= 2.14" in bindings.stable_skipped()
+    monkeypatch.setattr(bindings.torch, "__version__", bindings.torch.torch_version.TorchVersion("2.14.1+cpu"))
+    assert bindings.stable_skipped() == ""
