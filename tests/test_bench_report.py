@@ -58,23 +58,25 @@ META = {"rounds": 2, "calls": 10, "elapsed": 1.0, "load": 1.5, "cpus": 2, "torch
 
 def test_typed_section_reports_explain_refusals_per_call_and_its_goal(tmp_path):
     bindings, summary = _benchmarks()
-    text = bindings.typed_report(_typed([103, 105]), META)  # pybind11 dtype2: 1.03x and 1.05x, median 1.04x
+    text = bindings.typed_report(_typed([106, 108]), META)  # pybind11 dtype2: 1.06x and 1.08x, median 1.07x
     assert "| call | without ns | with `explain_refusals` ns | with / without | range over rounds |" in text
     assert "| pybind11 `f0()`: no tensor | 50.0 | 50.0 | 1.01x | 1.00-1.02x |" in text
-    assert "| pybind11 `dtype2(x)`: x float64 | 100.0 | 103.0 | 1.04x | 1.03-1.05x |" in text
+    assert "| pybind11 `dtype2(x)`: x float64 | 100.0 | 106.0 | 1.07x | 1.06-1.08x |" in text
     assert "| nanobind `f0()`: no tensor | 40.0 | 39.6 | 0.99x | 0.99-1.00x |" in text
-    assert ("- **Goal not met**: a module with `explain_refusals` <= 1.02x one without on accepted calls: pybind11 "
-            "1.01-1.04x (highest: `dtype2(x)`); nanobind 0.99x (highest: `f0()`). Why:" in text)
-    assert "- Goal met: a module with `explain_refusals` <= 1.02x one without on accepted calls: pybind11 1.01-1.02x" \
-        in bindings.typed_report(_typed([102, 102]), META)
+    assert ("- **Goal not met**: a module with `explain_refusals` <= 1.05x one without on accepted calls: pybind11 "
+            "1.01-1.07x (highest: `dtype2(x)`); nanobind 0.99x (highest: `f0()`). Why:" in text)
+    assert "- Goal met: a module with `explain_refusals` <= 1.05x one without on accepted calls: pybind11 1.01-1.05x" \
+        in bindings.typed_report(_typed([105, 105]), META)
+    assert ("- Goal met: a written typed parameter per tensor <= 0.70x a `torch::Tensor` argument: pybind11 0.55x "
+            "(c_contig); nanobind 0.55x (c_contig).") in text
     # The summary leads with it: median and range of the per-call ratios; the written row leaves read-only out.
     saved = tmp_path / "bindings.json"
-    saved.write_text(json.dumps({"typed": _typed([103, 105])}))
+    saved.write_text(json.dumps({"typed": _typed([106, 108])}))
     rows = summary.binding_rows(saved)
     assert rows == ["| Declare what a kernel accepts (a typed parameter, written): per tensor | the same binding's "
                     "untyped caster | 1.10x | 1.10x over both bindings, with and without `c_contig` |",
                     "| Say why a call was refused (`tdb::explain_refusals`): a call that is accepted | the same module "
-                    "without it | 1.01x | 0.99-1.04x over 3 calls, both bindings |"]
+                    "without it | 1.01x | 0.99-1.07x over 3 calls, both bindings |"]
     # A run saved before these rows renders without them.
     typed = _typed([100, 100])
     del typed["_explain"]
