@@ -23,7 +23,7 @@ extensions = [
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
-exclude_patterns = ["_build", "requirements.txt", "snippets", "first_kernel"]
+exclude_patterns = ["_build", "snippets", "first_kernel"]
 myst_enable_extensions = ["colon_fence"]
 myst_heading_anchors = 3
 
