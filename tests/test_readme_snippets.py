@@ -113,7 +113,10 @@ def test_docs_include_each_flavour_from_the_examples():
 
 def test_docs_include_the_results_and_the_matrix_not_copies():
     included = {path for _, _, path, _ in directives()}
-    assert {"benchmarks/RESULTS.md", "benchmarks/STARTUP.md"} <= included
+    assert "benchmarks/STARTUP.md" in included
+    # The Benchmarks page's results: benchmarks/RESULTS.md as docs/results_page.py shows it, written at every build.
+    assert "docs/_build/generated/RESULTS.md" in included and "benchmarks/RESULTS.md" not in included
+    assert 'os.path.join(ROOT, "benchmarks", "RESULTS.md")' in read("docs/conf.py")
     # The support page's wheel matrix: regrouped from scripts/wheel_matrix.md at every build (docs/conf.py,
     # docs/wheel_matrix_page.py), never a copy in git.
     assert "docs/_build/generated/wheel_matrix.md" in included
@@ -196,3 +199,20 @@ def test_getting_started_ends_at_the_first_kernel():
     page = read("docs/getting-started.md").rstrip()
     last = page[page.rindex("\n\n"):]
     assert "(guides/first-kernel.md)" in last and "kernel-authors" not in last, last
+
+
+def test_the_benchmarks_page_leaves_the_goals_and_the_commit_in_the_source_tree():
+    sys.path.insert(0, DOCS)
+    try:
+        import results_page
+    finally:
+        sys.path.pop(0)
+    results = read("benchmarks/RESULTS.md")
+    page = results_page.page_version(results)
+    assert "- Goal met: " in results and "**Goal not met**" in results and "### Goals" in results
+    assert re.search(r"commit [0-9a-f]{7}", results)
+    assert "Goal" not in page and not re.search(r"commit [0-9a-f]{7}", page)
+    # every measurement stays: the tables, the sections' markers, the runs' details
+    assert [line for line in results.splitlines() if line.startswith(("|", "<!--", "Measured with"))] == \
+        [line for line in page.splitlines() if line.startswith(("|", "<!--", "Measured with"))]
+    assert re.search(r"^- run: `python benchmarks/run.py` .*; measured in \d+ s; table library built ", page, re.M)
