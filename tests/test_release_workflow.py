@@ -1,6 +1,7 @@
 """The release workflow (.github/workflows/release.yml) runs nothing that the rehearsal (scripts/release_rehearsal.sh)
 does not also run: each step's command is one script of scripts/, and the rehearsal runs that script. PyPI gets
-the artifacts by trusted publishing only (an OIDC token, no stored secret). actionlint checks the rest in .ci/run.
+the artifacts by trusted publishing only (an OIDC token, no stored secret). scripts/lint_workflows.sh (check-jsonschema,
+zizmor) checks the rest, in .ci/run and in the workflow's first job.
 """
 
 import os
@@ -18,7 +19,7 @@ def run_commands():
 
 def test_every_workflow_command_is_a_script_the_rehearsal_runs():
     commands = run_commands()
-    assert len(commands) >= 4  # build, check, wheel matrix, docs
+    assert len(commands) >= 5  # lint, build, check, wheel matrix, docs
     rehearsal = open(REHEARSAL).read()
     for command in commands:
         script = command.split()[0]
@@ -31,6 +32,6 @@ def test_every_workflow_command_is_a_script_the_rehearsal_runs():
 def test_pypi_publishing_is_trusted_publishing_without_a_stored_secret():
     text = open(WORKFLOW).read()
     publish = text[text.index("\n  publish:"):text.index("\n  docs:")]
-    assert "id-token: write" in publish and "pypa/gh-action-pypi-publish@release/v1" in publish
+    assert "id-token: write" in publish and re.search(r"pypa/gh-action-pypi-publish@[0-9a-f]{40}  # v1\.", publish)
     assert "secrets." not in text and "password" not in text
     assert re.search(r"^on:\n  push:\n    tags: \[\"v\*\"\]", text, re.M), "runs on a version tag only"

@@ -33,12 +33,12 @@
 // How (for maintainers: not in the reference). The decision is detail::autograd_refuses_write, the bump
 // detail::commit_write. torch_dlpack_bridge publishes on torch.Tensor where the TensorImpl, its autograd meta and
 // its version counter lie in such an object (TDB_AUTOGRAD_LAYOUT_ATTR, checked by the table library on tensors
-// of its own), so that no autograd meta means "does not require grad" without a call, and the bump is a relaxed
-// load and store of the counter (torch's atomic increment costs about 5 ns, as much as the rest of the
-// parameter; the counter only has to change, which it does unless another thread writes the same tensor at the
-// same moment, a race on its data anyway). Tensors with autograd meta ask the C function TDB_AUTOGRAD_PROBE_ATTR
-// (requires_grad as torch's in-place operations read it, the C++ flag); without the layout,
-// TDB_VERSION_BUMP_ATTR bumps. All are found with the exchange table, in the same per-type cache lookup as the
+// of its own), so that no autograd meta means "does not require grad" without a call, and the bump is an atomic
+// increment of the counter, as torch's own in-place operations make it: every view of a base shares one counter,
+// so threads that write disjoint views of it (no race on the data) bump one counter at once, and only an
+// increment neither loses a bump nor takes the counter back. Tensors with autograd meta ask the C function
+// TDB_AUTOGRAD_PROBE_ATTR (requires_grad as torch's in-place operations read it, the C++ flag); without the
+// layout, TDB_VERSION_BUMP_ATTR bumps. All are found with the exchange table, in the same per-type cache lookup as the
 // view's table (table.h), and need no GIL. Where the probe answers "unknown" (a subclass: it may answer through
 // its own __torch_function__) or the type has none (the package not imported before the type's first use), the
 // attribute is read (no exception when there is none) and torch.autograd.graph.increment_version is called from
@@ -108,15 +108,13 @@ TDB_ALWAYS_INLINE inline bool has_autograd_meta(const TDBAutogradLayout& layout,
   return field_at(field_at(obj, layout.impl_offset), layout.autograd_meta_offset) != nullptr;
 }
 /*!
- * \brief Bumps the version counter of obj, described by `layout`, as the table library's bump does (a relaxed
- * load and store; nothing for an inference tensor, which has no counter). The TensorImpl and its counter are read
- * at the time of the bump, so whatever happened to obj since the decision is seen.
+ * \brief Bumps the version counter of obj, described by `layout`, as the table library's bump does (an atomic
+ * increment; nothing for an inference tensor, which has no counter). The TensorImpl and its counter are read at the
+ * time of the bump, so whatever happened to obj since the decision is seen.
  */
 TDB_ALWAYS_INLINE inline void bump_described(const TDBAutogradLayout& layout, PyObject* obj) noexcept {
-  if (char* counter = field_at(field_at(obj, layout.impl_offset), layout.version_counter_offset)) {
-    auto* version = reinterpret_cast<std::atomic<uint32_t>*>(counter + layout.version_offset);
-    version->store(version->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  if (char* counter = field_at(field_at(obj, layout.impl_offset), layout.version_counter_offset))
+    reinterpret_cast<std::atomic<uint32_t>*>(counter + layout.version_offset)->fetch_add(1, std::memory_order_relaxed);
 }
 /*! \brief bump_described() when `layout` describes obj (true), else nothing (false). */
 TDB_ALWAYS_INLINE inline bool bump_inline(const TDBAutogradLayout& layout, PyObject* obj) noexcept {

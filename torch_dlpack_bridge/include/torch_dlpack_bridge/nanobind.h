@@ -183,7 +183,7 @@ TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
  * listing, with one line per overload and refused tensor argument added (refusals.h). Call it at the end of NB_MODULE,
  * after the last `def` (a function defined later is not wrapped). The call is dispatched once either way: the reasons
  * are worded only for a refused call, by each parameter type's checks, and a producer without a table is asked
- * `__dlpack__` once per call; a call that is taken reads a counter twice and counts itself open. Any other function is
+ * `__dlpack__` once per call; a call that is taken makes its record innermost and puts it back. Any other function is
  * left as it is (nothing to explain: its calls cost what they did). Does nothing with the limited API (NB_STABLE_ABI).
  */
 inline void explain_refusals(nanobind::module_& m) {
@@ -196,118 +196,84 @@ inline void explain_refusals(nanobind::module_& m) {
 
 namespace detail {
 
-/*!
- * \brief Where a tdb caster puts an exception that is not a refusal while a tdb container caster loads through
- * nanobind's own container caster (NanobindDeferred::load_holding): the container keeps it. nullptr: none open.
- */
-TDB_MODULE_LOCAL inline PyObject**& nanobind_mailbox() {
-  static thread_local PyObject** box = nullptr;
-  return box;
-}
+/*! \brief The name of the capsules that carry a failure through nanobind's cleanup list of a call. */
+constexpr const char kCarriedFailure[] = "torch_dlpack_bridge.failure";
 
 /*!
- * \brief An exception a caster kept for an overload that nanobind then gave up before converting it (another
- * argument did not convert in that pass): the next tdb caster asked about the same object in the same call (the
- * same cleanup list) takes it over instead of asking the producer again, so that the next overload or pass
- * raises it. This thread's only; owns its references; left behind only by a call that no overload took.
- */
-struct NanobindOrphan {
-  PyObject* exc = nullptr;
-  PyObject* obj = nullptr;
-  const void* call = nullptr;
-  void clear() noexcept {
-    Py_CLEAR(exc);
-    Py_CLEAR(obj);
-    call = nullptr;
-  }
-};
-TDB_MODULE_LOCAL inline NanobindOrphan& nanobind_orphan() {
-  static thread_local NanobindOrphan orphan;
-  return orphan;
-}
-
-/*!
- * \brief How a tdb caster raises an exception that is not a refusal (a KeyboardInterrupt or MemoryError from a
- * producer's `__dlpack__` or table): nanobind calls from_python from noexcept code (its std::optional, std::vector
- * and std::variant casters), where nothing may be thrown. So the caster keeps the exception and says it converted
- * (true), can_cast() says it cannot be used, and converting it (which nanobind does for the chosen overload, right
- * before the body) throws it as nanobind::python_error: the call raises that same exception object. Inside a tdb
- * container caster the exception goes to the container (nanobind_mailbox), which does the same; an overload that
- * nanobind gives up hands it to the next (NanobindOrphan). Inside another container of nanobind's own (a
- * std::variant, a std::tuple's item) the argument can only be refused: nanobind gives a caster no other way out.
+ * \brief How a tdb caster ends a call with an exception that is not a refusal (a KeyboardInterrupt, MemoryError,
+ * SystemExit or a producer's own, from `__dlpack__` or a table): nanobind calls from_python from noexcept code (its
+ * std::optional, std::vector, std::variant and std::tuple casters), where nothing may be thrown. So the exception is
+ * carried in nanobind's cleanup list of the call (a capsule: nanobind releases it when the dispatch ends, so it never
+ * outlives the call) and kept by the caster, which says it converted (true) while can_cast() says it cannot be used
+ * (a container of nanobind's own refuses the item). Every tdb caster that the dispatch runs after it (another overload
+ * or pass, a container around the item) takes the carried exception over instead of its argument, and converting
+ * any tdb argument (which nanobind does for the chosen overload, right before the body) throws it as
+ * nanobind::python_error: the call raises that same exception object, and no body with a tdb parameter runs. In a
+ * wrapped call the record keeps it too (call.h), so the call raises it even if nanobind chose an overload without a
+ * tdb parameter (after its body ran). Without `explain_refusals` such an overload's body runs and the exception is
+ * dropped with the call.
  */
 class NanobindDeferred {
  public:
   NanobindDeferred() = default;
   NanobindDeferred(const NanobindDeferred&) = delete;
   NanobindDeferred& operator=(const NanobindDeferred&) = delete;
-  ~NanobindDeferred() {
-    if (!raised_) return;
-    NanobindOrphan& orphan = nanobind_orphan();  // never converted: the next overload's caster takes it
-    orphan.clear();
-    Py_INCREF(from_);
-    orphan = NanobindOrphan{raised_, from_, call_};
-  }
+  ~NanobindDeferred() { Py_XDECREF(raised_); }
   /*! \brief false while an exception is kept: a container of nanobind's own refuses the item. */
   template <typename U>
   bool can_cast() const noexcept { return !raised_; }
 
  protected:
-  /*! \brief The exception an earlier overload's caster kept for `obj` in this call (a new reference), or nullptr. */
-  static PyObject* orphaned(PyObject* obj, const void* call) noexcept {
-    NanobindOrphan& orphan = nanobind_orphan();
-    if (!orphan.exc || orphan.obj != obj || orphan.call != call) return nullptr;
-    PyObject* exc = orphan.exc;
-    orphan.exc = nullptr;
-    orphan.clear();
-    return exc;
+  /*! \brief Remembers the call (nanobind's cleanup list) and takes over an exception carried in it: true then. */
+  bool take_carried(nanobind::detail::cleanup_list* call) noexcept {
+    call_ = call;
+    for (size_t i = 1; call && call->used() && i < call->size(); ++i) {
+      PyObject* c = (*call)[i];
+      if (!PyCapsule_CheckExact(c) || std::strcmp(PyCapsule_GetName(c), kCarriedFailure) != 0) continue;
+      raised_ = static_cast<PyObject*>(PyCapsule_GetPointer(c, kCarriedFailure));
+      Py_INCREF(raised_);
+      return true;
+    }
+    return false;
   }
   /*! \brief After fill_or_note() returned false: false for a refusal; true for another exception (left raised),
-   *  kept (or handed to the open mailbox: false, so nanobind's container stops there). */
-  bool refused_or_kept(PyObject* obj, const void* call) noexcept {
-    return PyErr_Occurred() && hold(fetch_exception(), obj, call);
-  }
-  /*! \brief Takes `exc` (a new reference), raised for `obj`: into the open mailbox (false), else kept (true). */
-  bool hold(PyObject* exc, PyObject* obj, const void* call) noexcept {
-    if (PyObject** box = nanobind_mailbox()) {
-      if (*box) Py_DECREF(exc);
-      else *box = exc;  // the first one is raised
-      return false;
+   *  now carried and kept (see the class comment). */
+  bool refused_or_kept(nanobind::detail::cleanup_list* call) noexcept {
+    if (!PyErr_Occurred()) return false;
+    raised_ = fetch_exception();
+    Py_INCREF(raised_);
+    if (!keep_failure(raised_)) Py_DECREF(raised_);  // the wrapped call's record: raised whatever nanobind chooses
+    PyObject* carried = call ? PyCapsule_New(raised_, kCarriedFailure, [](PyObject* c) {
+      Py_DECREF(static_cast<PyObject*>(PyCapsule_GetPointer(c, kCarriedFailure)));
+    }) : nullptr;
+    if (carried) {
+      Py_INCREF(raised_);
+      call->append(carried);  // nanobind owns it now
     }
-    Py_XDECREF(raised_);
-    raised_ = exc;
-    from_ = obj;
-    call_ = call;
+    PyErr_Clear();
     return true;
   }
-  /*! \brief For a container: runs `load` (nanobind's own container caster) with a mailbox open, and keeps what
-   *  an element left in it; an exception an earlier overload kept for `obj` is taken over without loading. */
+  /*! \brief For a container: runs `load` (nanobind's own container caster); an exception an item's caster carried
+   *  (or carried before) is kept by the container. */
   template <class F>
-  bool load_holding(PyObject* obj, const void* call, F&& load) noexcept {
-    if (PyObject* exc = orphaned(obj, call)) return hold(exc, obj, call);
-    PyObject* raised = nullptr;
-    PyObject**& box = nanobind_mailbox();
-    PyObject** outer = box;
-    box = &raised;
-    const bool loaded = load();
-    box = outer;
-    return raised ? hold(raised, obj, call) : loaded;
+  bool load_holding(nanobind::detail::cleanup_list* call, F&& load) noexcept {
+    if (take_carried(call)) return true;
+    const bool loaded = (ItemsLoad(), load());
+    return take_carried(call) || loaded;
   }
-  /*! \brief Throws the kept exception, if any, as itself (when the argument is converted). */
+  /*! \brief Throws the kept exception, or one carried since, as itself; the call's record closes (call.h). */
   void raise_kept() {
-    if (!raised_) {
-      if (nanobind_orphan().exc) nanobind_orphan().clear();  // a call goes ahead: what an earlier one left is stale
-      return;
-    }
-    restore_exception(raised_);
+    body_starts();
+    if (!raised_ && !take_carried(static_cast<nanobind::detail::cleanup_list*>(call_))) return;
+    PyObject* exc = raised_;
     raised_ = nullptr;
+    restore_exception(exc);
     throw nanobind::python_error();
   }
 
  private:
   PyObject* raised_ = nullptr;  //!< owned
-  PyObject* from_ = nullptr;    //!< the argument or item that raised it (borrowed: alive during the call)
-  const void* call_ = nullptr;  //!< nanobind's cleanup list of the call
+  void* call_ = nullptr;  //!< the call's cleanup list, while nanobind dispatches it (a hidden type: not named here)
 };
 
 /*! \brief What both argument casters hold: the value made by from_python; nanobind takes it through these operators. */
@@ -342,13 +308,13 @@ class NanobindArg : public NanobindHeld<T> {
     PyObject* obj = src.ptr();  // (capturing nanobind's handle, a hidden-visibility type, would warn)
     (void)registered_;
     if (!is_dlpack_tensor(obj)) return false;
-    if (PyObject* exc = this->orphaned(obj, call)) return this->hold(exc, obj, call);
+    if (this->take_carried(call)) return true;
     if (!fill_or_note([this, obj] {
           if constexpr (std::is_same_v<T, TensorView>)
             this->value_.emplace(lent, obj, find_exchange_api(Py_TYPE(obj)), "tensor");
           else this->value_.emplace(ManagedTensor::from_python(obj, "tensor"));
         }, obj, kSignatureTensor))
-      return this->refused_or_kept(obj, call);
+      return this->refused_or_kept(call);
     return true;
   }
 
@@ -382,9 +348,9 @@ class NanobindTypedArg : public NanobindHeld<V> {
     constexpr const char* kParam = Signature<Ts...>::value.text;  // as signatures show the parameter
     (void)registered_;
     if (!dlpack_tensor_table(obj, &api, &autograd_)) return false;
-    if (PyObject* exc = this->orphaned(obj, call)) return this->hold(exc, obj, call);
+    if (this->take_carried(call)) return true;
     if (!fill_or_note([this, obj, api] { this->value_.emplace(unchecked, obj, api, V::DefaultName); }, obj, kParam))
-      return this->refused_or_kept(obj, call);
+      return this->refused_or_kept(call);
     if (V::satisfied_by(*this->value_, &autograd_)) return true;  // one compare per constraint
     this->value_.reset();  // another overload may take it
     return false;
@@ -434,10 +400,10 @@ class NanobindContainer : public NanobindDeferred {
   template <typename U>
   using Cast = nanobind::detail::movable_cast_t<U>;
 
-  /*! \brief nanobind's own container caster, with a mailbox open for an element's exception that is not a
-   *  refusal (NanobindDeferred): the container keeps it and raises it when converted. */
+  /*! \brief nanobind's own container caster; an element's exception that is not a refusal is kept by the
+   *  container, which raises it when converted (NanobindDeferred). */
   bool from_python(nanobind::handle src, uint8_t flags, nanobind::detail::cleanup_list* cleanup) noexcept {
-    return load_holding(src.ptr(), cleanup, [&] { return inner_.from_python(src, flags, cleanup); });
+    return load_holding(cleanup, [&] { return inner_.from_python(src, flags, cleanup); });
   }
   explicit operator Container*() { return &commit(); }
   explicit operator Container&() { return commit(); }
@@ -452,7 +418,7 @@ class NanobindContainer : public NanobindDeferred {
 };
 
 /*! \brief std::optional and std::vector of tdb::TensorView or tdb::ManagedTensor: nanobind's own caster (its
- *  nanobind/stl header is still what a module includes for them), loaded with NanobindDeferred's mailbox open. */
+ *  nanobind/stl header is still what a module includes for them), through NanobindDeferred. */
 template <class T>
 using NanobindOptional = NanobindContainer<std::optional<T>, std::optional<T>,
                                           nanobind::detail::optional_caster<std::optional<T>>>;

@@ -176,7 +176,7 @@ inline bool wrap_pybind11_function(PyObject* f) {
  * listing, with one line per overload and refused tensor argument added (refusals.h). Call it at the end of
  * PYBIND11_MODULE, after the last `def` (a function defined later is not wrapped). The call is dispatched once either
  * way: the reasons are worded only for a refused call, by each parameter type's checks, and a producer without a table
- * is asked `__dlpack__` once per call; a call that is taken reads a counter twice and counts itself open. Any other
+ * is asked `__dlpack__` once per call; a call that is taken makes its record innermost and puts it back. Any other
  * function is left as it is (nothing to explain: its calls cost what they did). Needs pybind11 3 (its vectorcall
  * dispatcher); does nothing with pybind11 2 or the limited API.
  */
@@ -193,13 +193,35 @@ inline void explain_refusals(pybind11::module_& m) {
 namespace pybind11 {
 namespace detail {
 
+/*!
+ * \brief What the untyped argument casters share: the value made by load(), which pybind11 takes through these
+ * operators for the chosen overload, right before the body (the call's record closes then: call.h), and the
+ * parameter type's recheck, for explain_refusals (refusals.h; hidden, as its module's own).
+ */
+template <class T>
+class tdb_untyped_caster {
+ public:
+  template <typename U>
+  using cast_op_type = movable_cast_op_type<U>;
+  operator T*() { return &held(); }
+  operator T&() { return held(); }
+  operator T&&() && { return std::move(held()); }
+
+ protected:
+  T& held() noexcept {
+    tdb::detail::body_starts();
+    return *value_;
+  }
+  std::optional<T> value_;
+  TDB_MODULE_LOCAL static inline const bool registered_ =
+      tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
+};
+
 /*! \brief Loads a tdb::TensorView argument; the view lives in the caster for the duration of the call. */
 template <>
-class type_caster<tdb::TensorView> {
+class type_caster<tdb::TensorView> : public tdb_untyped_caster<tdb::TensorView> {
  public:
   static constexpr auto name = const_name(tdb::detail::kSignatureTensor);
-  template <typename T>
-  using cast_op_type = movable_cast_op_type<T>;
 
   /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor; throws
    *  error_already_set for another exception from the producer (tdb::detail::pybind11_refused). */
@@ -215,22 +237,13 @@ class type_caster<tdb::TensorView> {
       return tdb::detail::pybind11_refused();
     return true;
   }
-  operator tdb::TensorView*() { return &*value_; }
-  operator tdb::TensorView&() { return *value_; }
-  operator tdb::TensorView&&() && { return std::move(*value_); }
-
- private:
-  std::optional<tdb::TensorView> value_;
-  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
-  TDB_MODULE_LOCAL static inline const bool registered_ =
-      tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
 };
 
 /*! \brief tdb::ManagedTensor: owning export as an argument; a returned one goes back to its producer. */
 template <>
-class type_caster<tdb::ManagedTensor> {
+class type_caster<tdb::ManagedTensor> : public tdb_untyped_caster<tdb::ManagedTensor> {
  public:
-  PYBIND11_TYPE_CASTER(tdb::ManagedTensor, io_name(tdb::detail::kSignatureTensor, tdb::detail::kSignatureResult));
+  static constexpr auto name = io_name(tdb::detail::kSignatureTensor, tdb::detail::kSignatureResult);
 
   /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor. */
   bool load(handle src, bool /*convert*/) {
@@ -238,8 +251,8 @@ class type_caster<tdb::ManagedTensor> {
     PyObject* obj = src.ptr();
     (void)registered_;
     if (!tdb::is_dlpack_tensor(obj)) return false;
-    if (!tdb::detail::fill_or_note([this, obj] { value = tdb::ManagedTensor::from_python(obj, "tensor"); }, obj,
-                                   tdb::detail::kSignatureTensor))
+    if (!tdb::detail::fill_or_note([this, obj] { value_.emplace(tdb::ManagedTensor::from_python(obj, "tensor")); },
+                                   obj, tdb::detail::kSignatureTensor))
       return tdb::detail::pybind11_refused();
     return true;
   }
@@ -248,11 +261,6 @@ class type_caster<tdb::ManagedTensor> {
     tdb::register_pybind11_error_translator();
     return src.to_python();
   }
-
- private:
-  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
-  TDB_MODULE_LOCAL static inline const bool registered_ =
-      tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
 };
 
 /*!
@@ -301,7 +309,8 @@ class tdb_typed_caster {
  private:
   /*! \brief A written tensor of this overload's own (not a container's element) is bumped at its conversion. */
   static constexpr bool kCommits = !Value::ReadOnly && std::is_same<Held, Value>::value;
-  TDB_ALWAYS_INLINE Held& commit() noexcept {
+  TDB_ALWAYS_INLINE Held& commit() noexcept {  // the body starts: the call's record closes (call.h)
+    tdb::detail::body_starts();
     if constexpr (kCommits) tdb::detail::commit_write_through(layout_, value_->object());
     return *value_;
   }
@@ -338,13 +347,17 @@ class TDB_MODULE_LOCAL tdb_container_caster {  // hidden as its field, pybind11'
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
 
-  bool load(handle src, bool convert) { return inner_.load(src, convert); }
+  bool load(handle src, bool convert) {
+    tdb::detail::ItemsLoad loading;
+    return inner_.load(src, convert);
+  }
   operator Container*() { return &commit(); }
   operator Container&() { return commit(); }
   operator Container&&() && { return std::move(commit()); }
 
  private:
   Container& commit() {
+    tdb::detail::body_starts();  // the call's record closes (call.h)
     value_ = tdb::detail::committed(cast_op<Inner&&>(std::move(inner_)));
     return value_;
   }
