@@ -13,7 +13,7 @@
  *  - `tdb::TensorView` (by value, `const&` or `&`): a non-owning view filled through the type's exchange
  *    table (or an owning export through `__dlpack__` for producers without one), valid during the call.
  *    Its name in error messages is "tensor": call `x.set_name("x")` to name it.
- *  - `tdb::ManagedTensor` (by value): an owning export (managed_tensor_from_py_object_no_sync or
+ *  - `tdb::ManagedTensor` (by value): an owning export (`managed_tensor_from_py_object_no_sync` or
  *    `__dlpack__`); the function owns it and its deleter runs when it is dropped.
  *  - `tdb::Tensor<float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cuda>` (typed parameters,
  *    torch_dlpack_bridge/tensor.h, included here; by value, `const&` or `&`): a TensorView whose dtype, rank,
@@ -30,12 +30,12 @@
  * listing every overload with its parameters' names (`nb::arg`) and constraints, and the arguments' types.
  * from_python() never throws and keeps nothing to raise later: nanobind's std::optional and list casters take
  * an element's value inside their own `noexcept` code, where a throwing value would end the process. Call
- * `tdb::explain_refusals(m)` at the end of NB_MODULE and that same TypeError also says which tensor argument each
+ * `tdb::explain_refusals(m)` at the end of `NB_MODULE` and that same TypeError also says which tensor argument each
  * overload refused, and why (refusals.h): ``overload 1: argument 'y': expected dtype float32, got float16``.
  *
  * Return values: a `tdb::OwnedTensor<float, tdb::ndim<2>>` (typed outputs, torch_dlpack_bridge/output.h,
  * included here) or a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
- * managed_tensor_to_py_object_no_sync (a torch.Tensor for `Out::empty_like(x)` with a torch x); a
+ * `managed_tensor_to_py_object_no_sync` (a `torch.Tensor` for `Out::empty_like(x)` with a torch x); a
  * `std::tuple` of them (with `#include <nanobind/stl/tuple.h>`) becomes a Python tuple:
  *
  * \code{.cpp}
@@ -180,11 +180,12 @@ TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
 /*!
  * \brief Makes every function of `m` with a tdb tensor parameter (its classes' methods and its submodules' functions
  * too) say why a tdb parameter refused a tensor when no overload takes a call: nanobind's TypeError, the same type and
- * listing, with one line per overload and refused tensor argument added (refusals.h). Call it at the end of NB_MODULE,
- * after the last `def` (a function defined later is not wrapped). The call is dispatched once either way: the reasons
- * are worded only for a refused call, by each parameter type's checks, and a producer without a table is asked
- * `__dlpack__` once per call; a call that is taken makes its record innermost and puts it back. Any other function is
- * left as it is (nothing to explain: its calls cost what they did). Does nothing with the limited API (NB_STABLE_ABI).
+ * listing, with one line per overload and refused tensor argument added (refusals.h). Call it at the end of
+ * `NB_MODULE`, after the last `def` (a function defined later is not wrapped). The call is dispatched once either way:
+ * the reasons are worded only for a refused call, by each parameter type's checks, and a producer without a table is
+ * asked `__dlpack__` once per call; a call that is taken makes its record innermost and puts it back. Any other
+ * function is left as it is (nothing to explain: its calls cost what they did). Does nothing with the limited API
+ * (`NB_STABLE_ABI`).
  */
 inline void explain_refusals(nanobind::module_& m) {
 #if !defined(Py_LIMITED_API)
@@ -439,7 +440,7 @@ struct type_caster<tdb::TensorView> : tdb::detail::NanobindArg<tdb::TensorView> 
 /*! \brief tdb::ManagedTensor arguments, and results handed back to their producer. */
 template <>
 struct type_caster<tdb::ManagedTensor> : tdb::detail::NanobindArg<tdb::ManagedTensor> {
-  /*! \brief managed_tensor_to_py_object_no_sync; NULL with the Python exception set on failure. */
+  /*! \brief `managed_tensor_to_py_object_no_sync`; NULL with the Python exception set on failure. */
   static handle from_cpp(tdb::ManagedTensor&& t, rv_policy, cleanup_list*) noexcept {
     return tdb::guard([&]() -> PyObject* { return t.to_python(); });
   }
@@ -480,7 +481,7 @@ template <class... Ts>
 struct type_caster<tdb::OwnedTensor<Ts...>> {
   /*! \brief e.g. "typing.Annotated[typing.Any, dict(dtype='float32', shape=(None, 3), order='C')]". */
   static constexpr auto Name = const_name(tdb::detail::OutputSignature<Ts...>::value.text);
-  /*! \brief managed_tensor_to_py_object_no_sync; NULL with the Python exception set on failure. */
+  /*! \brief `managed_tensor_to_py_object_no_sync`; NULL with the Python exception set on failure. */
   static handle from_cpp(tdb::OwnedTensor<Ts...>&& t, rv_policy, cleanup_list*) noexcept {
     return tdb::guard([&]() -> PyObject* { return t.to_python(); });
   }

@@ -13,7 +13,7 @@
  *  - `tdb::TensorView` (by value, `const&` or `&`): a non-owning view filled through the type's exchange
  *    table (or an owning export through `__dlpack__` for producers without one), valid during the call.
  *    Its name in error messages is "tensor": call `x.set_name("x")` to name it.
- *  - `tdb::ManagedTensor` (by value): an owning export (managed_tensor_from_py_object_no_sync or
+ *  - `tdb::ManagedTensor` (by value): an owning export (`managed_tensor_from_py_object_no_sync` or
  *    `__dlpack__`); the function owns it and its deleter runs when it is dropped.
  *  - `tdb::Tensor<float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cuda>` (typed parameters,
  *    torch_dlpack_bridge/tensor.h, included here; by value, `const&` or `&`): a TensorView whose dtype, rank,
@@ -35,12 +35,12 @@
  * TypeError or BufferError from the producer, or the parameter's own): any other exception raised while a caster
  * takes a tensor (a KeyboardInterrupt in `__dlpack__`, a MemoryError, SystemExit) ends the call, raised as it is
  * (the same object). Call `tdb::explain_refusals(m)` at the
- * end of PYBIND11_MODULE and that same TypeError also says which tensor argument each overload refused, and
+ * end of `PYBIND11_MODULE` and that same TypeError also says which tensor argument each overload refused, and
  * why (refusals.h): ``overload 1: argument 'y': expected dtype float32, got float16``.
  *
  * Return values: a `tdb::OwnedTensor<float, tdb::ndim<2>>` (typed outputs, torch_dlpack_bridge/output.h,
  * included here) or a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
- * managed_tensor_to_py_object_no_sync (a torch.Tensor for `Out::empty_like(x)` with a torch x); a
+ * `managed_tensor_to_py_object_no_sync` (a `torch.Tensor` for `Out::empty_like(x)` with a torch x); a
  * `std::tuple` of them becomes a Python tuple:
  *
  * \code{.cpp}
@@ -174,7 +174,7 @@ inline bool wrap_pybind11_function(PyObject* f) {
  * \brief Makes every function of `m` with a tdb tensor parameter (its classes' methods and its submodules' functions
  * too) say why a tdb parameter refused a tensor when no overload takes a call: pybind11's TypeError, the same type and
  * listing, with one line per overload and refused tensor argument added (refusals.h). Call it at the end of
- * PYBIND11_MODULE, after the last `def` (a function defined later is not wrapped). The call is dispatched once either
+ * `PYBIND11_MODULE`, after the last `def` (a function defined later is not wrapped). The call is dispatched once either
  * way: the reasons are worded only for a refused call, by each parameter type's checks, and a producer without a table
  * is asked `__dlpack__` once per call; a call that is taken makes its record innermost and puts it back. Any other
  * function is left as it is (nothing to explain: its calls cost what they did). Needs pybind11 3 (its vectorcall
@@ -256,7 +256,7 @@ class type_caster<tdb::ManagedTensor> : public tdb_untyped_caster<tdb::ManagedTe
       return tdb::detail::pybind11_refused();
     return true;
   }
-  /*! \brief Hands the tensor to its producer's managed_tensor_to_py_object_no_sync; throws tdb::Error on failure. */
+  /*! \brief Hands the tensor to its producer's `managed_tensor_to_py_object_no_sync`; throws tdb::Error on failure. */
   static handle cast(tdb::ManagedTensor&& src, return_value_policy /*policy*/, handle /*parent*/) {
     tdb::register_pybind11_error_translator();
     return src.to_python();
@@ -382,7 +382,7 @@ class type_caster<tdb::OwnedTensor<Ts...>> {
  public:
   /*! \brief e.g. "typing.Annotated[typing.Any, dict(dtype='float32', shape=(None, 3), order='C')]". */
   static constexpr auto name = const_name(tdb::detail::OutputSignature<Ts...>::value.text);
-  /*! \brief managed_tensor_to_py_object_no_sync; throws tdb::Error (translated) on failure. */
+  /*! \brief `managed_tensor_to_py_object_no_sync`; throws tdb::Error (translated) on failure. */
   static handle cast(tdb::OwnedTensor<Ts...>&& src, return_value_policy /*policy*/, handle /*parent*/) {
     tdb::register_pybind11_error_translator();
     return src.to_python();

@@ -10,34 +10,31 @@
  *     overload 2: argument 'y': expected dtype float64, got float16
  * \endcode
  *
- * How the lines are found: neither binding library lets a caster reach its final message, nor tells it its
- * parameter's name or overload, so `explain_refusals` wraps the entry point of each function with a tdb tensor
- * parameter in some overload (pybind11 3: its PyMethodDef's dispatcher; nanobind: its vectorcall slot; any other
- * function has nothing to explain and is left as it is) and calls the library's dispatch once. A refusing
- * caster says nothing then; only when the dispatch fails with the library's own overload TypeError for this call
- * (its function's name, raised by the dispatcher itself: no traceback yet, not marked by a wrapped call made
- * inside it, and no lines yet) does the wrapper read the overloads and parameters that the TypeError lists (a
- * constructor's listing has no `self`; keyword-only and defaulted parameters by name; an overload the arguments
- * cannot bind to is left out), and ask each tdb parameter type there, through the check its caster registered
- * when the module was loaded, why it refuses its argument (or a list's first refused item): the same words its
- * checks give. A tensor with a table is described again through it, which runs no Python code and changes
- * nothing; one taken through `__dlpack__` is described from the export the call kept (call.h: each such producer
- * is asked once per call, however many overloads try it, and never again to word a refusal), and a producer's
- * own refusal is worded from the exception it raised, noted when it raised it: both are kept in the call's own record
- * (call.h). Nothing is dispatched again: a call runs its body once with the arguments given, or is refused and no
- * body ran. An accepted call that kept nothing pays for setting its thread's innermost record and putting it back,
- * and nothing per tensor. A type that takes its argument is not blamed; an argument that no tdb parameter refuses (a non-tensor parameter
- * that did not convert) gets no line, nor does an item of an iterable that is not a list or a tuple (a generator:
- * its items are gone). A tensor argument is explained whether or not
- * the library reached it (an earlier argument may have failed first), and as it is when the call fails: one that a
- * converter or another thread changed meanwhile is worded as it is then. Functions defined after `explain_refusals`
- * are not wrapped (neither library has a hook where a function is defined): their refusals say no more than the
- * library's message. One error is not told apart: a body that lets through, with no Python frame between (a
- * `functools.partial` callback), the same-named overload TypeError of a module's function that is not wrapped;
- * the call's lines are then added to it.
- *
  * Included by pybind11.h and nanobind.h; a kernel author never includes it directly.
  */
+// How the lines are found: neither binding library lets a caster reach its final message, nor tells it its parameter's
+// name or overload, so `explain_refusals` wraps the entry point of each function with a tdb tensor parameter in some
+// overload (pybind11 3: its PyMethodDef's dispatcher; nanobind: its vectorcall slot; any other function has nothing to
+// explain and is left as it is) and calls the library's dispatch once. A refusing caster says nothing then; only when
+// the dispatch fails with the library's own overload TypeError for this call (its function's name, raised by the
+// dispatcher itself: no traceback yet, not marked by a wrapped call made inside it, and no lines yet) does the wrapper
+// read the overloads and parameters that the TypeError lists (a constructor's listing has no `self`; keyword-only and
+// defaulted parameters by name; an overload the arguments cannot bind to is left out), and ask each tdb parameter type
+// there, through the check its caster registered when the module was loaded, why it refuses its argument (or a list's
+// first refused item): the same words its checks give. A tensor with a table is described again through it, which runs
+// no Python code and changes nothing; one taken through `__dlpack__` is described from the export the call kept
+// (call.h: each such producer is asked once per call, however many overloads try it, and never again to word a
+// refusal), and a producer's own refusal is worded from the exception it raised, noted when it raised it: both are kept
+// in the call's own record (call.h). Nothing is dispatched again: a call runs its body once with the arguments given,
+// or is refused and no body ran. An accepted call that kept nothing pays for setting its thread's innermost record and
+// putting it back, and nothing per tensor. A type that takes its argument is not blamed; an argument that no tdb
+// parameter refuses (a non-tensor parameter that did not convert) gets no line, nor does an item of an iterable that is
+// not a list or a tuple (a generator: its items are gone). A tensor argument is explained whether or not the library
+// reached it (an earlier argument may have failed first), and as it is when the call fails: one that a converter or
+// another thread changed meanwhile is worded as it is then. Functions defined after `explain_refusals` are not wrapped
+// (neither library has a hook where a function is defined): their refusals say no more than the library's message. One
+// error is not told apart: a body that lets through, with no Python frame between (a `functools.partial` callback), the
+// same-named overload TypeError of a module's function that is not wrapped; the call's lines are then added to it.
 #ifndef TORCH_DLPACK_BRIDGE_REFUSALS_H_
 #define TORCH_DLPACK_BRIDGE_REFUSALS_H_
 
