@@ -230,9 +230,12 @@ class NanobindDeferred {
     call_ = call;
     for (size_t i = 1; call && call->used() && i < call->size(); ++i) {
       PyObject* c = (*call)[i];
-      if (!PyCapsule_CheckExact(c) || std::strcmp(PyCapsule_GetName(c), kCarriedFailure) != 0) continue;
-      raised_ = static_cast<PyObject*>(PyCapsule_GetPointer(c, kCarriedFailure));
-      Py_INCREF(raised_);
+      const char* name = PyCapsule_CheckExact(c) ? PyCapsule_GetName(c) : nullptr;
+      if (!name || std::strcmp(name, kCarriedFailure) != 0) continue;
+      PyObject* exc = static_cast<PyObject*>(PyCapsule_GetPointer(c, kCarriedFailure));
+      Py_INCREF(exc);
+      Py_XDECREF(raised_);
+      raised_ = exc;
       return true;
     }
     return false;
@@ -241,6 +244,7 @@ class NanobindDeferred {
    *  now carried and kept (see the class comment). */
   bool refused_or_kept(nanobind::detail::cleanup_list* call) noexcept {
     if (!PyErr_Occurred()) return false;
+    Py_XDECREF(raised_);
     raised_ = fetch_exception();
     Py_INCREF(raised_);
     if (!keep_failure(raised_)) Py_DECREF(raised_);  // the wrapped call's record: raised whatever nanobind chooses
@@ -259,7 +263,11 @@ class NanobindDeferred {
   template <class F>
   bool load_holding(nanobind::detail::cleanup_list* call, F&& load) noexcept {
     if (take_carried(call)) return true;
-    const bool loaded = (ItemsLoad(), load());
+    bool loaded;
+    {
+      ItemsLoad items;  // the items' conversions are not a body's (call.h)
+      loaded = load();
+    }
     return take_carried(call) || loaded;
   }
   /*! \brief Throws the kept exception, or one carried since, as itself; the call's record closes (call.h). */
