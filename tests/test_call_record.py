@@ -145,3 +145,28 @@ def test_threads_keep_their_records_apart(m):
     for t in threads:
         t.join()
     assert not errors, errors[:3]
+
+
+def test_threads_making_the_first_calls_of_new_types_at_once(m):
+    # Each round makes new producer types (a class with only __dlpack__, a torch.Tensor subclass) that 8 threads then
+    # give to the module at the same moment: the first lookups of each type's table race, and every call still reads
+    # its own tensor.
+    for _ in range(20):
+        dlpack_only = type("DLPackOnly", (Counting,), {})
+        subclass = type("Sub", (torch.Tensor,), {})
+        barrier, errors = threading.Barrier(8), []
+
+        def worker(i):
+            try:
+                x = dlpack_only() if i % 2 else torch.full((3,), float(i)).as_subclass(subclass)
+                barrier.wait()
+                assert m.read_sum(x) == (3.0 if i % 2 else 3.0 * i)
+            except BaseException as e:  # noqa: BLE001  (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[:3]
