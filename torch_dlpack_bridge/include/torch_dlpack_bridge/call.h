@@ -77,12 +77,13 @@ TDB_MODULE_LOCAL inline CallRecord*& innermost() {
 
 /*! \brief A wrapped call's record (see the file comment): innermost on its thread from construction to destruction. */
 struct CallRecord {
+  CallRecord*& slot;        //!< innermost(), looked up once for both ends
   CallRecord* const outer;  //!< the record it hides (an enclosing wrapped call's), put back at its end
   bool open = true;
   int loading = 0;  //!< tdb containers loading their items (ItemsLoad): an item's conversion is not a body's
   std::unique_ptr<Entries> entries;
-  CallRecord() noexcept : outer(innermost()) { innermost() = this; }
-  ~CallRecord() { innermost() = outer; }
+  CallRecord() noexcept : slot(innermost()), outer(slot) { slot = this; }
+  ~CallRecord() { slot = outer; }
   CallRecord(const CallRecord&) = delete;
   CallRecord& operator=(const CallRecord&) = delete;
   /*! \brief Its entries, made if need be (throws std::bad_alloc). */
@@ -98,8 +99,18 @@ inline CallRecord* open_record() noexcept {
   return r && r->open ? r : nullptr;
 }
 
+/*!
+ * \brief Whether this module called `explain_refusals` (set while it is imported, read-only after): a module that did
+ * not never opens a record, and its casters never look for one.
+ */
+TDB_MODULE_LOCAL inline bool& explaining() {
+  static bool on = false;
+  return on;
+}
+
 /*! \brief A tdb caster converts its argument for a body: the call's record closes (see the file comment). */
 TDB_ALWAYS_INLINE inline void body_starts() noexcept {
+  if (!explaining()) return;
   CallRecord* r = innermost();
   if (r && !r->loading) r->open = false;
 }

@@ -495,6 +495,7 @@ TDB_ALWAYS_INLINE inline PyObject* dispatch_explained(const Dispatch& d) {
  * methods, its submodules named under it), which wraps those of its binding library in this module.
  */
 inline void wrap_functions(PyObject* scope, bool (*wrap)(PyObject*), int depth = 0) {
+  explaining() = true;
   PyObject* dict = PyObject_GetAttrString(scope, "__dict__");  // a module's dict, a class's mapping proxy
   PyObject* values = dict ? PyMapping_Values(dict) : nullptr;
   Py_XDECREF(dict);
