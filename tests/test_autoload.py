@@ -554,12 +554,15 @@ def test_a_cache_root_in_which_no_folder_can_be_made_is_named_by_import_torch_in
     assert "temporary folder for that one process only" in line and "TORCH_DLPACK_BRIDGE_CACHE" in line, line
 
 
-def default_sigint():
-    """preexec_fn: SIGINT's default disposition in the child, as at a terminal. A harness run in the background
-    (`cmd &`) passes SIGINT on ignored, and CPython then installs no KeyboardInterrupt handler."""
+def default_signals():
+    """preexec_fn: SIGINT, SIGHUP and SIGTERM with their default disposition in the child, as in a job a terminal
+    starts. A harness run in the background (`cmd &`) passes SIGINT on ignored, and CPython then installs no
+    KeyboardInterrupt handler; one run under `nohup` passes SIGHUP on ignored, and a build then rightly ignores a
+    closed terminal (under `nohup`, the build-SIGHUP case below waited 120 s for a build that went on)."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    for number in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(number, signal.SIG_DFL)
 
 
 def wait_for(condition, what, seconds=120):
@@ -584,7 +587,7 @@ def interrupted_during_the_build(uncovered, tmp_path, code):
     start = time.monotonic()
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=full_env, cwd=os.path.dirname(sys.executable),
-                               preexec_fn=default_sigint)
+                               preexec_fn=default_signals)
     seen = []
     try:
         for line in process.stderr:
@@ -756,11 +759,11 @@ def build_then_stop(tmp_path, env, command, how):
     with open(tmp_path / "stderr", "w") as stderr:
         process = subprocess.Popen(command, env=user_env(**env), stdout=subprocess.DEVNULL, stderr=stderr,
                                    cwd=os.path.dirname(sys.executable), start_new_session=True,
-                                   preexec_fn=default_sigint)
+                                   preexec_fn=default_signals)
     try:
         wait_for(lambda: len(started(tmp_path)) >= 2 or process.poll() is not None, "two compilers started")
+        # Both are known to the watchdog: a command runs only once the builder has told it (RUN_WHEN_TOLD).
         assert len(started(tmp_path)) >= 2, (tmp_path / "stderr").read_text()[-3000:]
-        time.sleep(0.5)  # the builder has told its watchdog about both (right after starting each)
         if how in ("SIGKILL", "SIGALRM"):
             process.send_signal(getattr(signal, how))
         elif how != "none":
