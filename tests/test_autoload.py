@@ -912,6 +912,8 @@ def test_a_build_ends_on_a_stopping_signal_at_each_moment_leaving_no_compiler_an
     waited for up to 60 s) and no build or private folder is left."""
     import signal
 
+    if moment.startswith("stopping") and (os.cpu_count() or 1) < 2:  # the build runs os.cpu_count() jobs
+        pytest.skip("a failing and a running compiler at once need two jobs")
     private = moment.startswith("private")
     cache = tmp_path / ("shared-cache" if private else "cache")
     cache.mkdir()
