@@ -343,6 +343,8 @@ AS_UNCOVERED = textwrap.dedent('''
                     module.__version__ = os.environ["TDB_TEST_TORCH_VERSION"]
                     if os.environ.get("TDB_TEST_NO_NATIVE") == "1" and "__dlpack_c_exchange_api__" in module.Tensor.__dict__:
                         delattr(module.Tensor, "__dlpack_c_exchange_api__")
+                    if os.environ.get("TDB_TEST_SIGNAL_AT"):  # a test that stops the build at a forced moment
+                        import tdb_signal_at
 
             spec.loader = Loader()
             return spec
@@ -554,12 +556,15 @@ def test_a_cache_root_in_which_no_folder_can_be_made_is_named_by_import_torch_in
     assert "temporary folder for that one process only" in line and "TORCH_DLPACK_BRIDGE_CACHE" in line, line
 
 
-def default_sigint():
-    """preexec_fn: SIGINT's default disposition in the child, as at a terminal. A harness run in the background
-    (`cmd &`) passes SIGINT on ignored, and CPython then installs no KeyboardInterrupt handler."""
+def default_signals():
+    """preexec_fn: SIGINT, SIGHUP and SIGTERM with their default disposition in the child, as in a job a terminal
+    starts. A harness run in the background (`cmd &`) passes SIGINT on ignored, and CPython then installs no
+    KeyboardInterrupt handler; one run under `nohup` passes SIGHUP on ignored, and a build then rightly ignores a
+    closed terminal (under `nohup`, the build-SIGHUP case below waited 120 s for a build that went on)."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    for number in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(number, signal.SIG_DFL)
 
 
 def wait_for(condition, what, seconds=120):
@@ -584,7 +589,7 @@ def interrupted_during_the_build(uncovered, tmp_path, code):
     start = time.monotonic()
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=full_env, cwd=os.path.dirname(sys.executable),
-                               preexec_fn=default_sigint)
+                               preexec_fn=default_signals)
     seen = []
     try:
         for line in process.stderr:
@@ -756,11 +761,11 @@ def build_then_stop(tmp_path, env, command, how):
     with open(tmp_path / "stderr", "w") as stderr:
         process = subprocess.Popen(command, env=user_env(**env), stdout=subprocess.DEVNULL, stderr=stderr,
                                    cwd=os.path.dirname(sys.executable), start_new_session=True,
-                                   preexec_fn=default_sigint)
+                                   preexec_fn=default_signals)
     try:
         wait_for(lambda: len(started(tmp_path)) >= 2 or process.poll() is not None, "two compilers started")
+        # Both are known to the watchdog: a command runs only once the builder has told it (RUN_WHEN_TOLD).
         assert len(started(tmp_path)) >= 2, (tmp_path / "stderr").read_text()[-3000:]
-        time.sleep(0.5)  # the builder has told its watchdog about both (right after starting each)
         if how in ("SIGKILL", "SIGALRM"):
             process.send_signal(getattr(signal, how))
         elif how != "none":
@@ -822,6 +827,116 @@ def test_a_stopped_build_leaves_no_compiler_running_and_no_folder(uncovered, tmp
     code, left = build_then_stop(tmp_path, env, command, how)
     assert (code, left) == (status, []), (tmp_path / "stderr").read_text()[-3000:]
     assert_no_leftovers_soon(uncovered["TORCH_DLPACK_BRIDGE_CACHE"], tmp_path / "tmp")
+
+
+# Imported by the test's sitecustomize once torch is (before any build): sends TDB_TEST_SIGNAL_AT's signal
+# ("MOMENT:SIGNAL") to this process's group the first time the build reaches MOMENT, as a terminal or a job runner
+# would send it then ("stopping-twice": the first two times). "compiler" moments: the fake compiler sends it once
+# it runs (fake_compiler).
+SIGNAL_AT = textwrap.dedent("""
+    import os, signal, subprocess, sys
+
+    moment, name = os.environ["TDB_TEST_SIGNAL_AT"].split(":")
+    build, loader = sys.modules["torch_dlpack_bridge._build"], sys.modules["torch_dlpack_bridge._loader"]
+    sent = []
+
+    def send(*args, when):
+        if len(sent) < (2 if moment == "stopping-twice" else 1) and when(*args):
+            sent.append(name)  # first: a KeyboardInterrupt may come as soon as the signal is sent
+            os.killpg(0, getattr(signal, name))
+
+    def at(holder, attr, before=False, when=lambda *args: True):
+        real = getattr(holder, attr)
+        def forced(*args, **kwargs):
+            if before:
+                send(*args, when=when)
+            result = real(*args, **kwargs)
+            if not before:
+                send(*args, when=when)
+            return result
+        setattr(holder, attr, forced)
+
+    linking = lambda process, *rest: "-shared" in process.args
+    if moment in ("lock", "private-folder"):  # the build lock held or the private folder made, nothing started
+        at(loader, "progress")
+    elif moment == "folder":  # the watchdog started, the build folder being made
+        at(build.Commands, "remove_if_abandoned", before=True)
+    elif moment == "link":  # the link command told to run, the builder about to wait for it (in its main thread)
+        at(subprocess.Popen, "__enter__", before=True, when=linking)
+        at(subprocess.Popen, "wait", before=True, when=linking)
+    elif moment == "installed":  # the library renamed into the cache, the build folder not yet removed
+        at(build, "fsync", when=os.path.isdir)
+    elif moment.startswith("stopping"):  # a compiler failed: the build is stopping the others
+        at(build, "stop", before=True)
+    elif moment == "private-loaded":  # the private library built and loaded, its folder not yet removed
+        at(loader, "open_cached")
+""")
+
+
+def fake_compiler(tmp_path, how, signal_name):
+    """A compiler that records its pid in tmp_path/pids and does `how` (check, compile, link: the header check,
+    a source, the link): "ok" (the link copies this process's library), "slow" (600 s), "signal" (sends
+    `signal_name` to the builder's process group, the first one to run, then 600 s), "fail" (exits 1 once a
+    slow one runs)."""
+    steps = {"ok": 'case $kind in link) cp {library} "$out";; compile) : > "$out";; esac; exit 0',
+             "slow": "touch {tmp}/slow; exec sleep 600",
+             "signal": "mkdir {tmp}/signalled 2>/dev/null && kill -s {signal} -- -$PPID; exec sleep 600",
+             "fail": "while [ ! -e {tmp}/slow ]; do sleep 0.05; done; exit 1"}
+    check, compile, link = (steps[step].format(library=torch_dlpack_bridge.build_info()["library"], tmp=tmp_path,
+                                               signal=signal_name[3:]) for step in how)
+    script = tmp_path / "fake-c++"
+    script.write_text(f"""#!/bin/sh
+echo $$ >> {tmp_path / 'pids'}
+for arg; do [ "$previous" = -o ] && out=$arg; previous=$arg; done
+case " $* " in *" -shared "*) kind=link;; *" -fsyntax-only "*) kind=check;; *) kind=compile;; esac
+case $kind in check) {check};; compile) {compile};; link) {link};; esac
+""")
+    script.chmod(0o755)
+    return str(script)
+
+
+SLOW, FAST = ("slow",) * 3, ("ok",) * 3
+MOMENTS = {"lock": SLOW, "folder": SLOW, "compiler": ("signal", "signal", "slow"), "link": ("ok", "ok", "slow"),
+           "installed": FAST, "stopping": ("fail", "slow", "slow"), "stopping-twice": ("fail", "slow", "slow"),
+           "private-folder": SLOW, "private-compiler": ("signal", "signal", "slow"), "private-loaded": FAST}
+SIGNALLED = [(moment, how) for moment in MOMENTS for how in ("SIGHUP", "SIGTERM", "SIGINT")
+             if moment != "stopping-twice" or how == "SIGINT"]  # a second SIGHUP or SIGTERM finds no process
+
+
+@pytest.mark.parametrize("moment, how", SIGNALLED, ids=["-".join(case) for case in SIGNALLED])
+def test_a_build_ends_on_a_stopping_signal_at_each_moment_leaving_no_compiler_and_no_folder(uncovered, tmp_path,
+                                                                                           moment, how):
+    """`python -m torch_dlpack_bridge build`, or a build into a private folder at import (the cache unusable),
+    gets SIGHUP, SIGTERM or SIGINT (to its process group) at one forced moment (a second Ctrl-C as the first
+    is being handled: stopping-twice): the build ends, killed by that signal, no compiler runs on (600 s ones;
+    waited for up to 60 s) and no build or private folder is left."""
+    import signal
+
+    if moment.startswith("stopping") and (os.cpu_count() or 1) < 2:  # the build runs os.cpu_count() jobs
+        pytest.skip("a failing and a running compiler at once need two jobs")
+    private = moment.startswith("private")
+    cache = tmp_path / ("shared-cache" if private else "cache")
+    cache.mkdir()
+    if private:
+        cache.chmod(0o777)
+    (tmp_path / "site" / "tdb_signal_at.py").write_text(SIGNAL_AT)
+    env = dict(uncovered, TDB_TEST_NO_NATIVE="1", CXX=fake_compiler(tmp_path, MOMENTS[moment], how),
+               TMPDIR=str(tmp_path / "tmp"), TORCH_DLPACK_BRIDGE_CACHE=str(cache), TDB_TEST_SIGNAL_AT=f"{moment}:{how}")
+    (tmp_path / "tmp").mkdir()
+    with open(tmp_path / "stderr", "w") as stderr:
+        process = subprocess.Popen(IMPORT_ONLY if private else BUILD_COMMAND, env=user_env(**env),
+                                   stdout=subprocess.DEVNULL, stderr=stderr, cwd=os.path.dirname(sys.executable),
+                                   start_new_session=True, preexec_fn=default_signals)
+    try:
+        status = process.wait(timeout=120)  # at once; a build that goes on would take 600 s
+        assert status == -getattr(signal, how), (tmp_path / "stderr").read_text()[-3000:]
+        wait_for(lambda: not alive(started(tmp_path)), "the compilers stopped", seconds=60)
+        assert_no_leftovers_soon(cache, tmp_path / "tmp")
+    finally:  # the test's own clean-up: the builder, and the fake compilers it started
+        if process.poll() is None:
+            kill_group(process)
+        for pid in alive(started(tmp_path)):
+            os.kill(pid, signal.SIGKILL)
 
 
 # A process that builds the table at `import torch_dlpack_bridge` while another of its threads forks (as a

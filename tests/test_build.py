@@ -60,7 +60,7 @@ def test_the_end_of_a_build_does_not_wait_for_a_process_holding_the_watchdogs_pi
     """Leaving Commands tells the watchdog the build is over and waits for it to exit: it exits when told, not at
     the end-of-file that a process holding its stdin (forked or started meanwhile) would hold off for ever."""
     commands = _build.Commands()
-    holder = subprocess.Popen(["sleep", "60"], pass_fds=[commands._watchdog.stdin.fileno()])
+    holder = subprocess.Popen(["sleep", "600"], pass_fds=[commands._watchdog.stdin.fileno()])  # outlives the wait
     try:
         ended = threading.Thread(target=commands.__exit__, args=(None, None, None), daemon=True)
         ended.start()

@@ -185,14 +185,13 @@ def link_flags(target: TorchTarget) -> List[str]:
 
 
 def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, src: Optional[str] = None,
-                  log=None, timeout: Optional[float] = None, scratch: Sequence[str] = ()) -> str:
+                  log=None, timeout: Optional[float] = None, commands: Optional["Commands"] = None) -> str:
     """Compiles and links the table library for `target` into `output` (atomically and durably: linked under
     a temporary name in the same folder, fsynced, then renamed, so a crash never leaves a half-written file
     under that name). Raises RuntimeError with the compiler's output if it fails, or if one compiler command
-    runs longer than `timeout` seconds. Should this process end during the build, whatever ends it (a signal,
-    the parent's death), the compilers are stopped and the temporary folder removed, with the folders in
-    `scratch` (see Commands)."""
-    import tempfile
+    runs longer than `timeout` seconds. Should the build be interrupted or this process end, whatever ends it
+    (a signal, the parent's death), the compilers are stopped and the temporary folder removed (see Commands:
+    a caller with folders of its own passes the `commands` that watch them)."""
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
     cxx = find_compiler()
@@ -201,9 +200,8 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
     src = src or sources_dir()
     sources = table_sources(src)
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    with Commands() as commands, tempfile.TemporaryDirectory(
-            prefix="tdb-build-", dir=os.path.dirname(os.path.abspath(output))) as tmp:
-        commands.remove_if_abandoned(tmp, *scratch)
+    with (contextlib.nullcontext(commands) if commands is not None else Commands()) as commands, \
+            removed_at_end(commands.new_folder(os.path.dirname(os.path.abspath(output)), "tdb-build-")) as tmp:
         flags = compile_flags(target)
 
         def compile_one(source: str) -> str:
@@ -215,6 +213,7 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
             commands.run([cxx, *flags, "-fsyntax-only", os.path.join(src, "torch_python_check.cc")], log, timeout)
 
         pool = ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1)
+        settled = False  # the pool's commands ended, or were stopped: its threads can be waited for
         try:
             futures = [pool.submit(check_declarations)] + [pool.submit(compile_one, source) for source in sources]
             # Short waits, not one without a limit: a Ctrl-C whose signal lands on another thread, or just before
@@ -225,11 +224,15 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
                 for future in done:
                     future.result()  # raises a command's failure
             objects = [future.result() for future in futures[1:]]
+            settled = True
         except BaseException:  # a failure, or Ctrl-C: the compilers still running are stopped, not waited for
             commands.stop_all()
+            settled = True
             raise
         finally:
-            pool.shutdown(cancel_futures=True)  # after a failure, the sources not started yet are not compiled
+            # After a failure, the sources not started yet are not compiled. A Ctrl-C that cut the stop short
+            # leaves the threads, not waited for: leaving `commands` stops what they run (Commands.__exit__).
+            pool.shutdown(wait=settled, cancel_futures=True)
         linked = os.path.join(tmp, os.path.basename(output))
         commands.run([cxx, *objects, "-o", linked, *link_flags(target)], log, timeout)
         os.chmod(linked, 0o755)  # whatever the umask: the loader refuses a library others could rewrite
@@ -237,6 +240,16 @@ def compile_table(target: TorchTarget, output: str, jobs: Optional[int] = None, 
         os.replace(linked, output)
         fsync(os.path.dirname(os.path.abspath(output)))  # the rename itself
     return output
+
+
+@contextlib.contextmanager
+def removed_at_end(folder: str):
+    import shutil
+
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class BuildTimeout(RuntimeError):
@@ -255,7 +268,8 @@ def fsync(path: str) -> None:
 # stdin, "+PID" / "-PID" (a command's process group started / ended), "?PATH" (a folder to remove), "=" (the
 # build is over, cleaned up by this process: it exits at once, not at end-of-file, which a process forked
 # meanwhile could hold off); when its stdin closes without "=" (this process ended: SIGTERM, SIGHUP, SIGKILL,
-# the parent's death, whatever the cause), it kills the groups still running and removes the folders.
+# the parent's death, whatever the cause) or on "!" (the build was interrupted: Ctrl-C), it kills the groups
+# still running and removes the folders.
 WATCHDOG = """
 import os, shutil, signal, sys
 groups, folders, over = set(), [], False
@@ -267,8 +281,8 @@ for line in sys.stdin:
         groups.discard(int(value))
     elif what == "?":
         folders.append(value)
-    elif what == "=":
-        over = True
+    elif what in "=!":
+        over = what == "="
         break
 if not over:
     for group in groups:
@@ -370,12 +384,21 @@ class Commands:
     def __enter__(self) -> "Commands":
         return self
 
-    def __exit__(self, *exc) -> None:
-        if self._watchdog is not None:
-            _watchdog_pipes.discard(self._watchdog.stdin.fileno())
-            self._tell("=")
-            self._watchdog.stdin.close()
-            self._watchdog.wait()
+    def __exit__(self, kind, *exc) -> None:
+        """Stops what still runs (an interrupt may have come before the build stopped it, or cut that short),
+        then tells the watchdog: "=" where the build ended by itself, done or failed (a private folder keeps
+        its log), "!" where it was interrupted (Ctrl-C, also one that cuts this stop short): the watchdog stops
+        what is left and removes the folders, as had this process died then."""
+        ended = False  # by itself, and nothing runs: the watchdog may leave the folders
+        try:
+            self.stop_all()
+            ended = kind is None or issubclass(kind, Exception)
+        finally:
+            if self._watchdog is not None:
+                _watchdog_pipes.discard(self._watchdog.stdin.fileno())
+                self._tell("=" if ended else "!")
+                self._watchdog.stdin.close()
+                self._watchdog.wait()
 
     def _tell(self, line: str) -> None:
         """One line to the watchdog (written at once: its stdin is unbuffered)."""
@@ -389,6 +412,14 @@ class Commands:
         with self._lock:
             for folder in folders:
                 self._tell(f"?{os.path.abspath(folder)}")
+
+    def new_folder(self, parent: str, prefix: str) -> str:
+        """A new folder (0700) in `parent`, named `prefix` and 16 random hex digits, and told to the watchdog
+        before it exists: no moment leaves it behind unknown (mkdtemp's would be, until told)."""
+        path = os.path.join(os.path.abspath(parent), prefix + os.urandom(8).hex())
+        self.remove_if_abandoned(path)
+        os.mkdir(path, 0o700)
+        return path
 
     def run(self, command: Sequence[str], log=None, timeout: Optional[float] = None) -> None:
         import tempfile
@@ -410,19 +441,16 @@ class Commands:
                     os.close(go_read)
                     os.close(go_write)
             try:
-                with process:
-                    try:
-                        process.wait(timeout=timeout)
-                    except subprocess.TimeoutExpired:
-                        stop(process)
-                        if log is not None:
-                            log.write(" ".join(command) + f"\ntimed out after {timeout:g} s\n")
-                        raise BuildTimeout(f"{' '.join(command)}\ntimed out after {timeout:g} s (killed)") from None
-                    except BaseException:
-                        stop(process)
-                        raise
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                if log is not None:
+                    log.write(" ".join(command) + f"\ntimed out after {timeout:g} s\n")
+                raise BuildTimeout(f"{' '.join(command)}\ntimed out after {timeout:g} s (killed)") from None
             finally:
-                with self._lock:
+                if process.returncode is None:  # timed out, or this thread interrupted (Ctrl-C): stopped
+                    stop(process)
+                    process.wait()
+                with self._lock:  # forgotten once ended, not before
                     self._running.discard(process)
                     self._tell(f"-{process.pid}")
             output_file.seek(0)

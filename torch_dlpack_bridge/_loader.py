@@ -365,10 +365,11 @@ def progress(target: _build.TorchTarget, when: str, where: str) -> None:
           f"{low}-{2 * low} s ({where})", file=sys.stderr, flush=True)
 
 
-def compile_logged(target: _build.TorchTarget, path: str, folder: int, private: bool = False) -> None:
+def compile_logged(target: _build.TorchTarget, path: str, folder: int,
+                   commands: Optional[_build.Commands] = None) -> None:
     """Compiles the library at `path` (atomically), writing every command and its output to build.log in the
     open folder `folder` (a new file, never through a symbolic link); an ImportError naming the log if the
-    build fails. A `private` folder is removed too should this process end during the build."""
+    build fails. `commands`: those of a caller that watches folders of its own (build_private)."""
     import time
 
     start = time.monotonic()
@@ -381,7 +382,7 @@ def compile_logged(target: _build.TorchTarget, path: str, folder: int, private: 
     with os.fdopen(fd, "w") as log:
         try:
             _build.compile_table(target, path, jobs=os.cpu_count() or 1, log=log, timeout=build_timeout(),
-                                 scratch=[os.path.dirname(path)] if private else [])
+                                 commands=commands)
         except (RuntimeError, OSError) as error:
             limit = f" ({TIMEOUT_ENV} sets the limit)" if isinstance(error, _build.BuildTimeout) else ""
             raise ImportError(f"torch_dlpack_bridge: building the exchange table for torch {target.version} "
@@ -430,27 +431,29 @@ def build_into_cache(target: _build.TorchTarget, folder: int, path: str, stale: 
 
 def build_private(target: _build.TorchTarget, reason: str) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
     """Builds into a new 0700 temporary folder, loads the library and removes the folder (the loaded library
-    stays mapped); on a failure the folder stays, for its build.log."""
+    stays mapped); on a failure the folder stays, for its build.log. The build's watchdog knows the folder from
+    before it is made until it is removed: stopped or interrupted at any moment, the build leaves none."""
     import shutil
     import tempfile
 
-    try:
-        path = os.path.join(tempfile.mkdtemp(prefix="torch_dlpack_bridge-"), target.library_name)
-        fd = os.open(os.path.dirname(path), _cache.FOLDER_FLAGS)
-    except OSError as error:
-        raise ImportError(f"torch_dlpack_bridge: the cache cannot be used ({reason}) and no temporary folder can "
-                          f"be made ({error}); set {CACHE_ENV} to a folder of your own.") from None
-    folder = os.path.dirname(path)
-    progress(target, "for this process only", f"into a private temporary folder {folder}, because the cache "
-                                              f"cannot be used: {reason}")
-    try:
-        compile_logged(target, path, fd, private=True)
-        library, info = open_cached(fd, target, path)
-    except (Unusable, _cache.Untrusted) as why:
-        raise ImportError(f"torch_dlpack_bridge: {why} (log: {folder}/build.log)") from None
-    finally:
-        os.close(fd)
-    shutil.rmtree(folder, ignore_errors=True)
+    with _build.Commands() as commands:
+        try:
+            folder = commands.new_folder(tempfile.gettempdir(), "torch_dlpack_bridge-")
+            fd = os.open(folder, _cache.FOLDER_FLAGS)
+        except OSError as error:
+            raise ImportError(f"torch_dlpack_bridge: the cache cannot be used ({reason}) and no temporary folder "
+                              f"can be made ({error}); set {CACHE_ENV} to a folder of your own.") from None
+        path = os.path.join(folder, target.library_name)
+        progress(target, "for this process only", f"into a private temporary folder {folder}, because the cache "
+                                                  f"cannot be used: {reason}")
+        try:
+            compile_logged(target, path, fd, commands)
+            library, info = open_cached(fd, target, path)
+        except (Unusable, _cache.Untrusted) as why:
+            raise ImportError(f"torch_dlpack_bridge: {why} (log: {folder}/build.log)") from None
+        finally:
+            os.close(fd)
+        shutil.rmtree(folder, ignore_errors=True)
     return with_origin(library, info, path, "private")
 
 
