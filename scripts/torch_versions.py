@@ -19,6 +19,7 @@ import html.parser
 import os
 import platform
 import re
+import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
@@ -85,34 +86,36 @@ def parse_wheel(filename: str, project: str) -> Optional[Wheel]:
 
 
 class _Links(html.parser.HTMLParser):
-    """The file names a PEP 503 project page links to, without the yanked ones (data-yanked)."""
+    """The files a PEP 503 project page links to, without the yanked ones (data-yanked)."""
 
-    def __init__(self):
+    def __init__(self, base: str):
         super().__init__()
-        self.files: List[str] = []
+        self.base = base
+        self.files: Dict[str, str] = {}
 
     def handle_starttag(self, tag, attrs):
         attributes = dict(attrs)
         if tag == "a" and attributes.get("href") and "data-yanked" not in attributes:
-            path = urllib.parse.urlsplit(attributes["href"]).path
-            self.files.append(urllib.parse.unquote(path.rsplit("/", 1)[-1]))
+            url = urllib.parse.urljoin(self.base, attributes["href"])
+            self.files[urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])] = url
 
 
-def files_on_page(page: str) -> List[str]:
-    links = _Links()
+def files_on_page(page: str, base: str = "") -> Dict[str, str]:
+    """{file name: its URL} for the files a PEP 503 project page (at `base`) links to, yanked ones left out."""
+    links = _Links(base)
     links.feed(page)
     return links.files
 
 
-def listing(index: str, project: str) -> List[str]:
-    """The file names the index offers for `project` (its PEP 503 page); an empty list where it has none."""
+def listing(index: str, project: str) -> Dict[str, str]:
+    """{file name: URL} of what the index offers for `project` (its PEP 503 page); empty where it has none."""
     url = f"{index.rstrip('/')}/{project}/"
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": "text/html"}), timeout=120) as r:
-            return files_on_page(r.read().decode("utf-8", "replace"))
+            return files_on_page(r.read().decode("utf-8", "replace"), url)
     except urllib.error.HTTPError as error:
         if error.code == 404:
-            return []
+            return {}
         raise
 
 
