@@ -163,7 +163,10 @@ def main(argv: List[str]) -> int:
         return check.main(args.args)
     _loader.left_to_main = False
     try:
-        _table.publish_at_import(explicit=True, retry_failed=args.command == "build")
+        _table.publish_at_import(explicit=True, retry_failed=args.command == "build", keep_newer=args.command is None)
+    except _loader.NewerTorch as kept:  # not a failure: torch's own table serves; the line says the ways out
+        print(kept)
+        return 0
     except ImportError as error:
         print(error, file=sys.stderr)
         return 1
