@@ -109,7 +109,7 @@ def files_on_page(page: str, base: str = "") -> Dict[str, str]:
 
 def listing(index: str, project: str) -> Dict[str, str]:
     """{file name: URL} of what the index offers for `project` (its PEP 503 page); empty where it has none."""
-    url = f"{index.rstrip('/')}/{project}/"
+    url = f"{index.rstrip('/')}/{re.sub(r'[-_.]+', '-', project).lower()}/"  # the name as PEP 503 normalizes it
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": "text/html"}), timeout=120) as r:
             return files_on_page(r.read().decode("utf-8", "replace"), url)
