@@ -512,7 +512,8 @@ def wheel_covering(tmp_path, *covered):
     package = tmp_path / "site" / "torch_dlpack_bridge"
     shutil.copytree(os.path.dirname(torch_dlpack_bridge.__file__), package,
                     ignore=shutil.ignore_patterns("__pycache__", "libtdb_*", _build.VERSIONS_RECORD))
-    shutil.copytree(_build.sources_dir(), package / "_csrc")
+    if not (package / "_csrc").is_dir():  # a checkout keeps them beside the package; a wheel ships them in it
+        shutil.copytree(_build.sources_dir(), package / "_csrc")
     (package / "_lib").mkdir(exist_ok=True)
     (package / "_lib" / _build.VERSIONS_RECORD).write_text("".join(f"{v}\n" for v in covered))
     return str(tmp_path / "site")
