@@ -48,7 +48,8 @@ def newest_package_wheel(files: Dict[str, str]) -> Tuple[str, str]:
     wheels = {}
     for name, url in files.items():
         wheel = tv.parse_wheel(name, PROJECT)
-        if wheel is not None and wheel.abi == "abi3" and wheel.platform.endswith("_x86_64") and tv.is_final(wheel.version):
+        if (wheel is not None and wheel.abi == "abi3" and wheel.platform.endswith("_x86_64")
+                and tv.is_final(wheel.version)):
             wheels[wheel.version] = url
     version = tv.newest(wheels)
     if version is None:

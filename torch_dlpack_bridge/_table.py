@@ -48,7 +48,8 @@ def publish_at_import(explicit: bool, retry_failed: bool = False, keep_newer: bo
     in this process or recorded in the cache, is tried again). Not `explicit` (the hook, inside ``import
     torch``): where torch has its own table, a library that is not ready is not built (_loader.Deferred).
     With `keep_newer` (the main job), neither where torch, with a table of its own, is newer than the wheel
-    covers (_loader.NewerTorch). Nothing happens while `python -m torch_dlpack_bridge` is being located (_loader.left_to_main)."""
+    covers (_loader.NewerTorch). Nothing happens while `python -m torch_dlpack_bridge` is being located
+    (_loader.left_to_main)."""
     global _library, _library_info, _ADDRESS, _failure
     with _lock:
         if _library is not None or _loader.left_to_main:
