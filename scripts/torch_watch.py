@@ -136,7 +136,9 @@ def issue_text(torch: str, pre: bool, failed: StepFailed) -> str:
     """The issue to open: a title line, then the step, its command, the compiler's errors and the end of its
     output."""
     kind = "pre-release" if pre else "release"
-    errors = [line for line in failed.output.splitlines() if re.search(r"\berror\b", line)][:20]
+    lines = failed.output.splitlines()
+    errors = ([line.strip() for line in lines if re.search(r":\d+:\d+: (fatal )?error:", line)]  # a compiler's
+              or [line.strip() for line in lines if re.search(r"\berror\b", line, re.I)])[:20]
     tail = failed.output[-20000:].rstrip("\n")
     return (f"torch watch: torch {torch} ({kind}) fails at {failed.step}\n\n"
             f"The torch watch (`scripts/torch_watch.py`) found torch {torch} (a {kind}), which no release of this "

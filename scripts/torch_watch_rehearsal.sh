@@ -72,7 +72,9 @@ for _ in $(seq 600); do  # until it answers (or has died)
 done
 # The index's torch comes from here; PyPI serves only what the row's torch needs besides (CUDA libraries, numpy).
 export PIP_INDEX_URL=$index PIP_EXTRA_INDEX_URL=https://pypi.org/simple TDB_RELEASE_CACHE=$work/release-cache
-served() { curl -sf "$index$1/" | grep -oE "$2-[0-9][^\"#<]*\.(whl|tar\.gz)" | sort -u | paste -sd' ' -; }  # PAGE PREFIX
+served() {  # served PAGE PREFIX: the files the index lists on that project's page
+  curl -sf "$index$1/" | grep -oE "$2-[0-9][^\"#<]*\.(whl|tar\.gz)" | sort -u | paste -sd' ' -
+}
 results=$work/results.md && : > "$results"
 
 watch() {  # watch CASE: the watch once, its output in $work/CASE/watch.log; its exit status
@@ -95,8 +97,9 @@ tags_before=$(git -C "$src" tag | paste -sd' ' -)
 watch covered; rc=$?
 ok=$([ $rc = 0 ] && grep -q 'nothing to do$' "$work/covered/watch.log" && [ ! -e "$work/covered/release.env" ] &&
      [ "$(git -C "$src" tag | paste -sd' ' -)" = "$tags_before" ] && echo pass || echo FAIL)
-record "### covered: $ok" "" "The index: torch $(served torch torch); $(served torch-dlpack-bridge torch_dlpack_bridge) (built from it in ${release_s} s)." \
-  "The watch (exit status $rc, $((SECONDS - t0)) s):" '```' "$(grep -E '^torch watch' "$work/covered/watch.log")" '```' ""
+record "### covered: $ok" "" "The index: $(served torch torch); $(served torch-dlpack-bridge torch_dlpack_bridge)" \
+  "(built from it in ${release_s} s). The watch (exit status $rc, $((SECONDS - t0)) s):" '```' \
+  "$(grep -E '^torch watch' "$work/covered/watch.log")" '```' ""
 
 step "new: torch 2.15.0 published; the watch"
 publish "$torch215"
@@ -106,7 +109,8 @@ watch_s=$((SECONDS - t0))
 tag=$(sed -n 's/^TAG=//p' "$work/new/release.env" 2> /dev/null)
 tree=$(sed -n 's/^WORKTREE=//p' "$work/new/release.env" 2> /dev/null)
 row=$(grep -E '^\| x86_64 \| 2\.15\.0 \| 3\.11 ' "$work/new/wheel_matrix-2.15.0.md" 2> /dev/null)
-ok=FAIL release_line="no release prepared"
+installed=$(grep -ohE 'installed in [0-9]+ s' "$work/new/matrix-2.15.0"/*.log 2> /dev/null | head -n 1)
+ok=FAIL release=("No release was prepared.")
 if [ $rc = 0 ] && [ -n "$tag" ] && echo "$row" | grep -q '| pass |'; then
   step "new: the wheel the release would publish, built at $tag from the index, checked, published"
   t0=$SECONDS
@@ -115,21 +119,31 @@ if [ $rc = 0 ] && [ -n "$tag" ] && echo "$row" | grep -q '| pass |'; then
       > "$work/check-$tag.log" 2>&1 && publish "$work/dist-$tag"/*.whl && ok=pass
   [ $ok = pass ] || tail -n 30 "$work/release-$tag.log" "$work/check-$tag.log"
   wheel=$(ls "$work/dist-$tag"/torch_dlpack_bridge-*.whl)
-  holds=$(python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); print(", ".join(n.split("/")[-1] for n in
-    z.namelist() if "/_lib/" in n), "(records torch", " ".join(z.read("torch_dlpack_bridge/_lib/torch_versions.txt").decode().split()) + ")")' "$wheel")
-  release_line="$(git -C "$src" log -1 --format='commit %h "%s"' "$tag"), tagged $tag on v$version ($(
-    git -C "$src" diff --shortstat "v$version" "$tag" | sed 's/^ *//')). At $tag, as release.yml would: the wheel built
-    in $((SECONDS - t0)) s ($(grep -oE 'built [0-9]+ table libraries in [0-9]+ s' "$work/release-$tag.log")), then
-    \`release_check.sh --tag $tag\` ($(tail -n 1 "$work/check-$tag.log")): \`$(basename "$wheel")\`, holding $holds"
+  holds=$(python - "$wheel" <<'PY'
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+libs = [n.rsplit("/", 1)[1] for n in z.namelist() if "/_lib/" in n and n.endswith(".so")]
+record = z.read("torch_dlpack_bridge/_lib/torch_versions.txt").decode().split()
+print(", ".join(libs), "and records torch", ", ".join(record))
+PY
+  )
+  release=("The release: $(git -C "$src" log -1 --format='commit %h "%s"' "$tag"), tagged $tag on v$version"
+           "($(git -C "$src" diff --shortstat "v$version" "$tag" | sed 's/^ *//')). At $tag, as release.yml would,"
+           "the wheel built in $((SECONDS - t0)) s ($(grep -oE 'built [0-9]+ table libraries in [0-9]+ s' \
+             "$work/release-$tag.log")) and checked by \`release_check.sh --tag $tag\`"
+           "($(tail -n 1 "$work/check-$tag.log"))."
+           "\`$(basename "$wheel")\` holds $holds.")
 fi
 record "### new: $ok" "" "The watch (exit status $rc, ${watch_s} s in all):" '```' \
-  "$(grep -E '^(torch watch|== torch watch)' "$work/new/watch.log")" '```' "" "Its wheel-matrix row:" "" \
-  "$(sed -n '/^| arch/,/^|---/p' "$work/new/wheel_matrix-2.15.0.md" 2> /dev/null)" "$row" "" \
-  "The release: $release_line." "" "Its CHANGELOG entry:" '```' \
+  "$(grep -E '^(torch watch|== torch watch)' "$work/new/watch.log")" '```' "" \
+  "Its wheel-matrix row (the venv with torch and the wheel $installed):" "" \
+  "$(sed -n '/^| arch/,/^|---/p' "$work/new/wheel_matrix-2.15.0.md" 2> /dev/null)" "$row" "" "${release[@]}" "" \
+  "Its CHANGELOG entry:" '```' \
   "$(git -C "$src" show "$tag:CHANGELOG.md" 2> /dev/null | sed -n '/^## .*post/,/^## /p' | sed '$d')" '```' ""
 
 step "broken: a fake torch 2.16.0 with a planted header published; the watch"
-python - "$torch215" "$work/torch-2.16.0-cp311-cp311-manylinux_2_28_x86_64.whl" <<'PY' || die "making the fake torch 2.16.0 failed"
+fake=$work/torch-2.16.0-cp311-cp311-manylinux_2_28_x86_64.whl
+python - "$torch215" "$fake" <<'PY' || die "making the fake torch 2.16.0 failed"
 import re, sys, zipfile
 source, dest = sys.argv[1:]
 keep = ("torch/include/", "torch/share/cmake/", "torch/version.py", "torch/lib/libc10.so", "torch/lib/libtorch_cpu.so",
@@ -143,12 +157,12 @@ with zipfile.ZipFile(source) as z, zipfile.ZipFile(dest, "w") as out:
         if name.endswith(("version.py", "/METADATA")):
             data = data.replace(b"2.15.0", b"2.16.0")
         if name == "torch/include/torch/csrc/autograd/python_variable.h":
-            data = data.replace(b"  // Payload\n", b"  PyObject* planted = nullptr;  // scripts/torch_watch_rehearsal.sh\n"
-                                                   b"  // Payload\n", 1)
+            planted = b"  PyObject* planted = nullptr;  // scripts/torch_watch_rehearsal.sh\n"
+            data = data.replace(b"  // Payload\n", planted + b"  // Payload\n", 1)
             assert b"planted" in data
         out.writestr(name, data, zipfile.ZIP_STORED if name.endswith(".so") else zipfile.ZIP_DEFLATED)
 PY
-publish "$work/torch-2.16.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+publish "$fake"
 packages_before=$(served torch-dlpack-bridge torch_dlpack_bridge) tags_before=$(git -C "$src" tag | paste -sd' ' -)
 t0=$SECONDS
 watch broken; rc=$?
@@ -158,9 +172,10 @@ ok=$([ $rc = 1 ] && grep -q "THPVariable's tensor moved" "$issue" 2> /dev/null &
      [ "$(git -C "$src" tag | paste -sd' ' -)" = "$tags_before" ] && echo pass || echo FAIL)
 record "### broken: $ok" "" "The watch (exit status $rc, $((SECONDS - t0)) s):" '```' \
   "$(grep -E '^(torch watch|== torch watch)' "$work/broken/watch.log")" '```' "" \
-  "The issue it leaves for the workflow to open (\`issue-2.16.0.md\`; its title, then the body up to the output's end):" \
-  '```' "$(sed '/^End of its output:/q' "$issue" 2> /dev/null)" '```' \
-  "Afterwards the index still serves $(served torch-dlpack-bridge torch_dlpack_bridge) and the clone's tags are still: $(git -C "$src" tag | paste -sd' ' -)." ""
+  "The issue it leaves for the workflow to open (\`issue-2.16.0.md\`: its title, then its body, here without the" \
+  "end of the step's output that follows):" '~~~' "$(sed '/^End of its output:/,$d' "$issue" 2> /dev/null)" '~~~' \
+  "Afterwards the index still serves $(served torch-dlpack-bridge torch_dlpack_bridge); the clone's tags are still" \
+  "$(git -C "$src" tag | paste -sd' ' -)." ""
 
 kill "$server_pid" && wait "$server_pid" 2> /dev/null
 server_pid=

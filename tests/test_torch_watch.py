@@ -150,10 +150,12 @@ def test_the_changelog_entry_goes_above_the_newest_release():
 
 
 def test_the_issue_names_the_step_and_puts_the_compilers_errors_first():
-    output = "building\n" + "noise\n" * 5000 + "x.cpp:3:1: error: 'THPVariable_Unpack' was not declared\nend\n"
+    output = ("building\n" + "noise\n" * 5000 + "  x.cpp:3:1: error: 'THPVariable_Unpack' was not declared\n"
+              "error: subprocess-exited-with-error\nend\n")
     failed = watch.StepFailed("building the table", ["scripts/build_wheels.sh", "2.16.0"], output)
     text = watch.issue_text("2.16.0", False, failed)
     title, body = text.split("\n\n", 1)
     assert title == "torch watch: torch 2.16.0 (release) fails at building the table"
-    assert body.index("error: 'THPVariable_Unpack' was not declared") < body.index("End of its output")
+    errors = body[body.index("Errors:"):body.index("End of its output")]
+    assert errors == "Errors:\n```\nx.cpp:3:1: error: 'THPVariable_Unpack' was not declared\n```\n\n"
     assert len(body) < 25000 and body.rstrip().endswith("end\n```")
