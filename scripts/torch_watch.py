@@ -154,13 +154,18 @@ def act(torch: str, pre: bool, package: str, args, out: str) -> Dict[str, object
     done: Dict[str, object] = {"torch": torch, "pre_release": pre}
     tree = os.path.join(out, f"release-{torch}")
     tag = f"v{package}"
-    env = {"PIP_EXTRA_INDEX_URL": " ".join(filter(None, [os.environ.get("PIP_EXTRA_INDEX_URL"), args.test_channel]))} \
-        if pre else {}
-    run_step(f"checking out {tag}", ["git", "worktree", "add", "--force", "--detach", tree, tag],
-             os.path.join(out, f"checkout-{torch}.log"), args.repo)
+    version = post_release(package)
+    if not pre and subprocess.run(["git", "rev-parse", "-q", "--verify", f"refs/tags/v{version}"], cwd=args.repo,
+                                  capture_output=True).returncode == 0:
+        done["result"] = f"v{version} is already tagged: waiting for release.yml to publish it"
+        return done
+    extra = [os.environ.get("PIP_EXTRA_INDEX_URL", ""), args.test_channel] if pre else []
+    env = {"PIP_EXTRA_INDEX_URL": " ".join(filter(None, extra))} if pre else {}  # where a pre-release's torch is
+    checkout = ["git", "worktree", "add", "--force", "--detach", tree, tag]
+    run_step(f"checking out {tag}", checkout, os.path.join(out, f"checkout-{torch}.log"), args.repo)
     if not os.path.isfile(os.path.join(tree, "scripts", "torch_versions.py")):
-        raise StepFailed(f"checking out {tag}", [], f"{tag} predates the torch watch (its build_wheels.sh lists torch "
-                                                    f"by hand): release this torch by hand")
+        raise StepFailed(f"checking out {tag}", checkout, f"{tag} predates the torch watch (its build_wheels.sh "
+                                                          f"lists torch by hand): release this torch by hand")
     wheels = os.path.join(out, f"wheel-{torch}")
     done["build_s"] = run_step("building the table", ["scripts/build_wheels.sh", torch],
                                os.path.join(out, f"build-{torch}.log"), tree, dict(env, TDB_WHEEL_DIR=wheels))
@@ -170,11 +175,6 @@ def act(torch: str, pre: bool, package: str, args, out: str) -> Dict[str, object
                                   TDB_MATRIX_OUT=os.path.join(out, f"wheel_matrix-{torch}.md")))
     if pre:
         done["result"] = "pre-release built and tested (never released)"
-        return done
-    version = post_release(package)
-    if subprocess.run(["git", "rev-parse", "-q", "--verify", f"refs/tags/v{version}"], cwd=tree,
-                      capture_output=True).returncode == 0:
-        done["result"] = f"v{version} is already tagged: waiting for it to be published"
         return done
     build_py = os.path.join(tree, "torch_dlpack_bridge", "_build.py")
     with open(build_py) as f:

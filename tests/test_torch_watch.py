@@ -2,9 +2,11 @@
 (scripts/torch_watch.py), fed fake index listings: offline and fast. scripts/torch_watch_rehearsal.sh runs the
 watch end to end against a local index."""
 
+import argparse
 import importlib.util
 import io
 import os
+import subprocess
 import sys
 import zipfile
 
@@ -159,3 +161,29 @@ def test_the_issue_names_the_step_and_puts_the_compilers_errors_first():
     errors = body[body.index("Errors:"):body.index("End of its output")]
     assert errors == "Errors:\n```\nx.cpp:3:1: error: 'THPVariable_Unpack' was not declared\n```\n\n"
     assert len(body) < 25000 and body.rstrip().endswith("end\n```")
+
+
+def repository(path, *tags):
+    """A git repository of one commit (a README) carrying `tags`."""
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "README.md").write_text("x\n")
+    subprocess.run(git + ["add", "README.md"], check=True)
+    subprocess.run(git + ["commit", "-qm", "x"], check=True)
+    for tag in tags:
+        subprocess.run(git + ["tag", tag], check=True)
+    return argparse.Namespace(repo=str(path), test_channel="", python="3.11")
+
+
+def test_a_post_release_already_tagged_is_neither_built_nor_tagged_again(tmp_path):
+    args = repository(tmp_path / "repo", "v0.1.0", "v0.1.0.post1")
+    done = watch.act("2.16.0", False, "0.1.0", args, str(tmp_path))
+    assert done["result"] == "v0.1.0.post1 is already tagged: waiting for release.yml to publish it"
+    assert os.listdir(tmp_path) == ["repo"]
+
+
+def test_a_release_from_before_the_watch_is_a_failure_to_release_by_hand(tmp_path):
+    args = repository(tmp_path / "repo", "v0.1.0")
+    with pytest.raises(watch.StepFailed) as failed:
+        watch.act("2.16.0", False, "0.1.0", args, str(tmp_path))
+    assert failed.value.step == "checking out v0.1.0" and "release this torch by hand" in failed.value.output
