@@ -110,13 +110,14 @@ tag=$(sed -n 's/^TAG=//p' "$work/new/release.env" 2> /dev/null)
 tree=$(sed -n 's/^WORKTREE=//p' "$work/new/release.env" 2> /dev/null)
 row=$(grep -E '^\| x86_64 \| 2\.15\.0 \| 3\.11 ' "$work/new/wheel_matrix-2.15.0.md" 2> /dev/null)
 installed=$(grep -ohE 'installed in [0-9]+ s' "$work/new/matrix-2.15.0"/*.log 2> /dev/null | head -n 1)
-ok=FAIL release=("No release was prepared.")
+ok=FAIL release=("No release was prepared.") timing=""
 if [ $rc = 0 ] && [ -n "$tag" ] && echo "$row" | grep -q '| pass |'; then
   step "new: the wheel the release would publish, built at $tag from the index, checked, published"
   t0=$SECONDS
   (cd "$tree" && TDB_WHEEL_DIR=$work/dist-$tag scripts/build_wheels.sh) > "$work/release-$tag.log" 2>&1 &&
     env -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL "$tree/scripts/release_check.sh" "$work/dist-$tag" --tag "$tag" \
       > "$work/check-$tag.log" 2>&1 && publish "$work/dist-$tag"/*.whl && ok=pass
+  wheel_s=$((SECONDS - t0))
   [ $ok = pass ] || tail -n 30 "$work/release-$tag.log" "$work/check-$tag.log"
   wheel=$(ls "$work/dist-$tag"/torch_dlpack_bridge-*.whl)
   holds=$(python - "$wheel" <<'PY'
@@ -127,14 +128,20 @@ record = z.read("torch_dlpack_bridge/_lib/torch_versions.txt").decode().split()
 print(", ".join(libs), "and records torch", ", ".join(record))
 PY
   )
+  read -r build_s row_s < <(python -c 'import json, sys; done = json.load(open(sys.argv[1]))["acted"][0]
+print(round(done["build_s"]), round(done["row_s"]))' "$work/new/watch.json")
+  timing="From torch 2.15.0 on the index to its table built and tested, the release tagged and its wheel built and
+checked: $((watch_s + wheel_s)) s. The watch $watch_s s (the table $build_s s, the wheel-matrix row $row_s s, finding
+the torch and the release, the commit and the tag the rest), then the release's wheel $wheel_s s. On GitHub add the
+wait for the daily schedule and release.yml's own run (every minor, both architectures, its matrix rows)."
   release=("The release: $(git -C "$src" log -1 --format='commit %h "%s"' "$tag"), tagged $tag on v$version"
            "($(git -C "$src" diff --shortstat "v$version" "$tag" | sed 's/^ *//')). At $tag, as release.yml would,"
-           "the wheel built in $((SECONDS - t0)) s ($(grep -oE 'built [0-9]+ table libraries in [0-9]+ s' \
+           "the wheel built in $wheel_s s ($(grep -oE 'built [0-9]+ table libraries in [0-9]+ s' \
              "$work/release-$tag.log")) and checked by \`release_check.sh --tag $tag\`"
            "($(tail -n 1 "$work/check-$tag.log"))."
            "\`$(basename "$wheel")\` holds $holds.")
 fi
-record "### new: $ok" "" "The watch (exit status $rc, ${watch_s} s in all):" '```' \
+record "### new: $ok" "" "$timing" "" "The watch (exit status $rc, ${watch_s} s in all):" '```' \
   "$(grep -E '^(torch watch|== torch watch)' "$work/new/watch.log")" '```' "" \
   "Its wheel-matrix row (the venv with torch and the wheel $installed):" "" \
   "$(sed -n '/^| arch/,/^|---/p' "$work/new/wheel_matrix-2.15.0.md" 2> /dev/null)" "$row" "" "${release[@]}" "" \
