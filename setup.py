@@ -115,6 +115,9 @@ setup(
     version=VERSION,
     long_description=long_description(),
     long_description_content_type="text/markdown",
+    # Home-page: the one URL `pip show` prints; older pip (Debian 12's 23.0.1) finds it nowhere else, as it reads
+    # no Project-URL there. Newer pip and PyPI read it too.
+    url=REPOSITORY,
     project_urls=project_urls(),
     ext_modules=[
         Extension(

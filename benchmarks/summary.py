@@ -110,8 +110,7 @@ def section(torch_version: str) -> str:
     row = consumer_row(consumer) if consumer.exists() else None
     rows += [row] if row else []
     return "\n".join([START, f"torch {torch_version}, CPU. Each row: this project's time over the other's (below "
-                      "1 is faster), the median and its range. The sections below give every measurement, and "
-                      "each section's goals, met or not, and why where not.", "",
+                      "1 is faster), the median and its range. The sections below give every measurement.", "",
                       "| what you do | against | ours / it | range |", "|---|---|---:|---|", *rows, END]) + "\n"
 
 

@@ -457,9 +457,9 @@ const TDBAutogradLayout* autograd_layout() noexcept {
 }
 
 // As torch.autograd.graph.increment_version(obj) for a torch.Tensor or nn.Parameter exactly: an inference tensor
-// has no version counter and is left as it is. The increment is a relaxed load and store, not torch's atomic
-// increment (about 5 ns here, as much as the rest of a written parameter): the counter only has to change, and it
-// does, unless another thread writes the same tensor at the same moment, a race on its data anyway. Subclasses go
+// has no version counter and is left as it is. The increment is atomic, as torch's own: views of one base share
+// one counter, and threads writing disjoint views bump it at once (a load and a store would lose bumps, and could
+// take the counter back below a value torch set). Subclasses go
 // to the consumer's Python call (-1), so that no Python API is needed here: consumers may call this without the
 // GIL (a call guard that releases it).
 int bump_version_or_unknown(PyObject* obj) noexcept {
@@ -467,7 +467,7 @@ int bump_version_or_unknown(PyObject* obj) noexcept {
   c10::TensorImpl* impl = unpack_tensor(obj).unsafeGetTensorImpl();
   if (C10_LIKELY(version_layout_checked())) {
     if (std::atomic<uint32_t>* v = version_atomic(impl->version_counter()))
-      v->store(v->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      v->fetch_add(1, std::memory_order_relaxed);
   } else if (impl->version_counter().enabled()) {
     impl->bump_version();  // no counter: nothing to bump, nothing thrown
   }

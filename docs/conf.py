@@ -23,7 +23,7 @@ extensions = [
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
-exclude_patterns = ["_build", "requirements.txt", "snippets", "first_kernel"]
+exclude_patterns = ["_build", "snippets", "first_kernel"]
 myst_enable_extensions = ["colon_fence"]
 myst_heading_anchors = 3
 
@@ -89,6 +89,14 @@ import wheel_matrix_page  # noqa: E402
 with open(os.path.join(ROOT, "scripts", "wheel_matrix.md")) as f, \
         open(os.path.join(GENERATED, "wheel_matrix.md"), "w") as out:
     out.write(wheel_matrix_page.page_version(f.read()))
+
+# The Benchmarks page's sections of benchmarks/RESULTS.md, without the scripts' goal lines and the measured commit
+# (results_page.py).
+import results_page  # noqa: E402
+
+with open(os.path.join(ROOT, "benchmarks", "RESULTS.md")) as f, \
+        open(os.path.join(GENERATED, "RESULTS.md"), "w") as out:
+    out.write(results_page.page_version(f.read()))
 
 # Break opportunities between names in inline code and signatures, added to the written pages (break_points.py).
 import break_points  # noqa: E402

@@ -78,6 +78,23 @@ def _brief(node) -> str:
     return first.replace("|", "\\|")
 
 
+HEADERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch_dlpack_bridge", "include",
+                       "torch_dlpack_bridge")
+# A header's own words for one that a kernel author never includes (refusals.h: "Included by pybind11.h and
+# nanobind.h; a kernel author never includes it directly."): its page says so instead of showing an #include.
+NEVER_INCLUDED = re.compile(r"Included by ([^;]+); a kernel author never includes it directly")
+
+
+def include_line(header: str) -> str:
+    """How a kernel gets the header's names: `#include <torch_dlpack_bridge/HEADER>`, or, for a header that a
+    kernel author never includes, which headers include it."""
+    with open(os.path.join(HEADERS, header), encoding="utf-8") as f:
+        found = NEVER_INCLUDED.search(" ".join(f.read().split()))
+    if found:
+        return f"`torch_dlpack_bridge/{header}` is included by {found.group(1).strip()}, never directly"
+    return f"`#include <torch_dlpack_bridge/{header}>`"
+
+
 def _compound(xml_dir: str, refid: str):
     return ET.parse(os.path.join(xml_dir, refid + ".xml")).getroot().find("compounddef")
 
@@ -113,7 +130,7 @@ def entries(xml_dir: str, header: str) -> Dict[str, List[Entry]]:
             continue
         compound = _compound(xml_dir, inner.get("refid"))
         entry = Entry("class", name, _brief(compound))
-        entry.directives.append(f"`#include <torch_dlpack_bridge/{header}>`\n\n"
+        entry.directives.append(f"{include_line(header)}\n\n"
                                 f"```{{doxygen{compound.get('kind')}}} {name}\n:members:\n```")
         found["class"].append(entry)
     # Namespace members (functions, aliases, constants) live in the namespaces' XML with their file.
@@ -151,7 +168,7 @@ def page(xml_dir: str, header: str, level: int) -> str:
     description (with its examples), then every entry; headings at `level` (2: ##)."""
     found = entries(xml_dir, header)
     namespaced = any("tdb::" in e.names[0] for rows in found.values() for e in rows)
-    lines = [f"`#include <torch_dlpack_bridge/{header}>`" + (" (names in namespace `tdb`)" if namespaced else "")]
+    lines = [include_line(header) + (" (names in namespace `tdb`)" if namespaced else "")]
     # One table per kind, the kind in its header row (a header of implementation details only, protocol.h, or
     # of includes gets none).
     for kind, title in KIND_TITLES:

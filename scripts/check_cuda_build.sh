@@ -63,9 +63,10 @@ else
   "$PYTHON" -m venv "$VENV" || { record venv FAIL "$PYTHON -m venv $VENV failed"; summary; }
 fi
 echo "installing torch==$TORCH_VERSION (several GB, may take a while) ..."
-# The README's build and test dependencies, so the whole suite runs as in CI.
-if "$PY" -m pip install -q "torch==$TORCH_VERSION" "setuptools>=77" wheel ninja numpy pytest hypothesis \
-    apache-tvm-ffi pybind11 nanobind scikit-build-core build auditwheel >"$LOGS/pip.log" 2>&1; then
+# The README's build and test dependencies (pyproject.toml's test group; pip >= 25.1 installs it), so the whole
+# suite runs as in CI.
+if "$PY" -m pip install -q --upgrade pip >"$LOGS/pip.log" 2>&1 &&
+    "$PY" -m pip install -q "torch==$TORCH_VERSION" --group "$REPO/pyproject.toml:test" >>"$LOGS/pip.log" 2>&1; then
   TORCH_DESC="$(TORCH_DLPACK_BRIDGE_AUTOLOAD=0 "$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "hip", torch.version.hip)' 2>&1)"
   record install PASS "$TORCH_DESC"
 else

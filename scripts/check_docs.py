@@ -21,16 +21,22 @@ Fails (exit 1, one line per problem) on:
 - prose that renders broken: a backtick left in a paragraph's text (outside code), an opening quote (‘ or “) with
   no closing one, or an odd number of straight double quotes in one block (a paragraph, list item, table cell,
   definition or heading), as a doc comment's nested quotes or a quoted string broken over two lines leave them;
-- a table row that is a heading among the data (a first cell and nothing else: a group's title as a row), and a
-  C++ signature that shows an internal name (`detail::`): what the reference shows is public API;
+- a table row that is a heading among the data (a first cell and nothing else: a group's title as a row), a
+  C++ signature that shows an internal name (`detail::`), and, anywhere on a C++ reference page, a name the
+  headers declare only in their `namespace detail` (`autograd_refuses_write`): what the reference shows is public
+  API;
+- emphasis made of a dunder's name: a `__name__` that a header's doc comment or a page writes outside code, which
+  Doxygen and Markdown render as bold or italic "name";
 - a table that overflows the viewport at 390 or 1280 px (WIDTHS), measured in Chromium: it must fit, or scroll
   inside a box of its own (an ancestor with overflow-x: auto) that fits, with its first column inside that box;
   at 1280 px (DESKTOP) it must fit its column without scrolling;
-- at either width, measured in Chromium: a name in inline code or a C++ signature broken across two lines
-  between two word characters (`ValueErro|r`; docs/break_points.py gives them break points between names), an
-  error example (a code block with an exception's or a refusal's line) wider than its box, so that its reason
-  line is off-screen, and an anchor target (a section, a label, a reference entry) whose heading a jump to it
-  leaves under the sticky header;
+- at either width, measured in Chromium: a name in inline code, a C++ signature or a code block that wraps (a
+  session, a message) broken across two lines between two word characters (`ValueErro|r`) or, outside tables'
+  cells, after a hyphen (`--no-|build-isolation`, `-|>`; docs/break_points.py gives them break points between
+  names and keeps hyphens with what follows), a table cell whose content runs past its column and a code block
+  whose lines run past its box without scrolling, an error example (a code block with an exception's or a
+  refusal's line) wider than its box, so that its reason line is off-screen, and an anchor target (a section, a
+  label, a reference entry) whose heading a jump to it leaves under the sticky header;
 - a missing image: an <img src> or <object data> (the Graphviz diagrams) that the server does not have, or that
   is empty or not an image; and any request Chromium made while rendering a page that the server answered with
   an error (stylesheets, scripts and images as the browser asked for them).
@@ -46,6 +52,7 @@ import html.parser
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,26 +96,49 @@ window.addEventListener("load", () => {
                   ["auto", "scroll"].includes(getComputedStyle(box).overflowX),
                 first_right: Math.ceil(first.right - b.left)});
   }
-  // Identifiers broken across two lines (inline code, C++ signatures): a line break between two word characters.
-  const breaks = [], word = /[A-Za-z0-9_]/, range = document.createRange();
-  for (const root of document.querySelectorAll("article code, article dt.sig")) {
-    if (root.closest("pre")) continue;
+  // Identifiers broken across two lines (inline code, C++ signatures, code blocks that wrap): a line break between
+  // two word characters, or, but in a table's cell, after a hyphen (`--no-|build-isolation`, `-|>`), wherever the
+  // text nodes split.
+  const breaks = [], word = /[A-Za-z0-9_]/, joined = /[A-Za-z0-9_>-]/, range = document.createRange();
+  const roots = [...document.querySelectorAll("article code, article dt.sig")].filter(e => !e.closest("pre"))
+    .concat([...document.querySelectorAll("article pre")].filter(
+      e => ["pre-wrap", "break-spaces", "pre-line"].includes(getComputedStyle(e).whiteSpace)));
+  for (const root of roots) {
+    range.selectNodeContents(root);
+    if (range.getClientRects().length < 2 && root.tagName !== "PRE") continue;  // on one line
     const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    const cell = root.closest("td, th");  // in a table's cell a long name-with-hyphens may break at one
+    let top = null, before = "", text = "";
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      range.selectNodeContents(node);
-      if (range.getClientRects().length < 2) continue;  // on one line
-      let top = null, before = "";
       for (let i = 0; i < node.data.length; i++) {
+        const c = node.data[i], previous = before;
+        text += c;
+        before = c;
+        if (c === "\\n") { top = null; continue; }  // a line of the block's own
+        if (!c.trim()) continue;
         range.setStart(node, i);
         range.setEnd(node, i + 1);
-        const r = range.getBoundingClientRect(), c = node.data[i], previous = before;
-        before = c;
-        if (!c.trim() || !r.height) continue;
-        if (top !== null && r.top > top + r.height / 2 && word.test(previous) && word.test(c))
-          breaks.push(node.data.slice(Math.max(0, i - 30), i) + "|" + node.data.slice(i, i + 12));
+        const r = range.getBoundingClientRect();
+        if (!r.height) continue;
+        if (top !== null && r.top > top + r.height / 2 &&
+            ((word.test(previous) && word.test(c)) || (previous === "-" && joined.test(c) && !cell)))
+          breaks.push(text.slice(Math.max(0, text.length - 31), text.length - 1) + "|" + node.data.slice(i, i + 12));
         top = r.top;
       }
     }
+  }
+  // Table cells whose content runs past their column (into the next one, or out of the table), and code blocks
+  // whose lines run past their box without scrolling in it.
+  const overflows = [];
+  for (const cell of document.querySelectorAll("article td, article th")) {
+    if (cell.scrollWidth > cell.clientWidth + 1)
+      overflows.push(`a table cell (${cell.scrollWidth} px of content in ${cell.clientWidth}): ` +
+                     cell.textContent.trim().slice(0, 50));
+  }
+  for (const pre of document.querySelectorAll("article pre")) {
+    if (pre.scrollWidth > pre.clientWidth + 1 && getComputedStyle(pre).overflowX === "visible")
+      overflows.push(`a code block (${pre.scrollWidth} px of lines in ${pre.clientWidth}): ` +
+                     pre.textContent.trim().slice(0, 50));
   }
   // Error examples (a block with an exception's or a refusal's line) wider than their box: the reason is off-screen.
   const error = /^\\s*([A-Za-z_.]*(Error|Exception|Warning)(:|$)|overload \\d+: argument|argument '|Why the )/m;
@@ -137,7 +167,7 @@ window.addEventListener("load", () => {
   out.className = "check-docs-measure";
   out.setAttribute("data-width", width);
   out.setAttribute("data-tables", JSON.stringify(found));
-  out.setAttribute("data-layout", JSON.stringify({breaks, errors, hidden}));
+  out.setAttribute("data-layout", JSON.stringify({breaks, errors, hidden, overflows}));
   if (width === Math.max(...[...parent.document.querySelectorAll("iframe")].map(f => f.clientWidth)))
     out.setAttribute("data-page", page);  // the page's DOM as rendered, once: the checks that read it
   parent.document.body.appendChild(out);
@@ -205,8 +235,16 @@ class DomReader(html.parser.HTMLParser):
         self.internal_signatures: List[str] = []  # C++ signatures (<dt class="sig ...">) that name detail::
         self._row: Optional[List[str]] = None
         self._sig: Optional[str] = None
+        self.emphasis: List[str] = []  # the text of every <strong> and <em> outside code
+        self._emphasis: List[str] = []
+        self.text: List[str] = []  # every piece of text in the page's <article> (the page itself, not the theme's)
+        self._article = 0
 
     def handle_endtag(self, tag):
+        if tag in ("strong", "em") and self._emphasis and self._sig is None:
+            self.emphasis.append(self._emphasis.pop())
+        if tag == "article" and self._article:
+            self._article -= 1
         if tag == "pre" and self._pre:
             self._pre -= 1
         if tag in NOT_PROSE and self._code:
@@ -223,6 +261,10 @@ class DomReader(html.parser.HTMLParser):
             self._sig = None
 
     def handle_data(self, data):
+        if self._emphasis and not self._code:
+            self._emphasis[-1] += data
+        if self._article:
+            self.text.append(data)
         if self._pre:
             self.code_blocks[-1] += data
         if self._blocks and not self._code:
@@ -239,6 +281,10 @@ class DomReader(html.parser.HTMLParser):
                 self.ids.add(a[key])
         if tag in ("h1", "h2"):
             self.headings += 1
+        if tag in ("strong", "em") and self._sig is None:  # a signature's <em> is a parameter's name
+            self._emphasis.append("")
+        if tag == "article":
+            self._article += 1
         if tag in NOT_PROSE:
             self._code += 1
         if tag in PROSE_BLOCKS:
@@ -313,13 +359,107 @@ def prose_problems(page: str, dom: DomReader) -> List[str]:
     return problems
 
 
-def reference_problems(page: str, dom: DomReader) -> List[str]:
-    """Table rows that are headings among the data; signatures that show internals."""
+def reference_problems(page: str, dom: DomReader, dunders: Optional[Set[str]] = None) -> List[str]:
+    """Table rows that are headings among the data; signatures that show internals; emphasis made of a dunder's
+    name (its underscores read as emphasis by Doxygen or Markdown: `__torch_function__` written outside code
+    renders as bold "torch_function"; `dunders`: the names written so, by default those of the sources); on the C++
+    reference's pages, a name of the headers' internals (namespace detail) anywhere in the text."""
     problems = [f"{page}: a table row with only its first cell filled, a heading among the data: {r[:60]!r}"
                 for r in dom.heading_rows]
     problems += [f"{page}: the reference shows an internal name (detail::): {s[:100]!r}"
                  for s in dom.internal_signatures]
+    dunders = source_dunders() if dunders is None else dunders
+    problems += [f"{page}: emphasis made of a dunder's name: {e!r} (__{e}__ written outside code: write it as code)"
+                 for e in (" ".join(e.split()) for e in dom.emphasis) if e in dunders]
+    if page.startswith("reference/cpp"):
+        text = "".join(dom.text)
+        problems += [f"{page}: the public reference names an internal of the headers (namespace detail): {n!r}"
+                     for n in sorted(internal_names()) if re.search(rf"(?<![\w:]){re.escape(n)}\b", text)]
     return problems
+
+
+def unquoted_dunders(text: str) -> Set[str]:
+    """The names of the dunders (`__dlpack__`: dlpack) that `text`, a header or a Markdown page, writes outside
+    code: not in backticks, a fenced block or a \\code block, where the underscores would be read as emphasis."""
+    if "/*!" in text:  # a header: its doc comments only
+        text = " ".join(re.findall(r"/\*!(.*?)\*/", text, flags=re.S))
+    text = re.sub(r"\\code.*?\\endcode|^(```|~~~).*?^\1", " ", text, flags=re.S | re.M)
+    text = re.sub(r"``.*?``|`[^`]*`", " ", text, flags=re.S)  # a code span may go over two lines
+    return set(re.findall(r"(?<![\w])__([A-Za-z][A-Za-z0-9_]*[A-Za-z0-9])__(?!\w)", text))
+
+
+@functools.lru_cache(maxsize=None)
+def source_dunders() -> Set[str]:
+    """unquoted_dunders() of every source the site renders: the headers, the pages, and the Markdown they include
+    (benchmarks/, tests/)."""
+    found: Set[str] = set()
+    sources = [(HEADERS, ".h"), (os.path.join(ROOT, "docs"), ".md"), (os.path.join(ROOT, "benchmarks"), ".md"),
+               (os.path.join(ROOT, "tests"), ".md")]
+    for folder, suffix in sources:
+        for path, dirs, files in os.walk(folder):
+            dirs[:] = [d for d in dirs if d != "_build"]
+            for name in files:
+                if name.endswith(suffix):
+                    with open(os.path.join(path, name), encoding="utf-8") as f:
+                        found |= unquoted_dunders(f.read())
+    return found
+
+
+def _cpp_code(source: str) -> str:
+    """A header's source without comments, string and character literals, and preprocessor lines."""
+    source = re.sub(r"/\*.*?\*/", " ", source, flags=re.S)
+    source = re.sub(r"//[^\n]*", "", source)
+    source = re.sub(r'R"(\w*)\((.*?)\)\1"', '""', source, flags=re.S)
+    source = re.sub(r'"(\\.|[^"\\\n])*"', '""', source)
+    source = re.sub(r"'(\\.|[^'\\\n])*'", "''", source)
+    return re.sub(r"^\s*#.*$", "", source, flags=re.M)
+
+
+def _declared(statement: str) -> Optional[str]:
+    """The name a namespace-level declaration or definition (its text before `;` or `{`) declares, if any."""
+    s = " ".join(re.sub(r"template\s*<[^;{}]*?>\s*(?=[a-zA-Z])", "", statement).split())
+    for pattern in (r"\b(?:struct|class|union|enum)\s+(?:class\s+)?(?:\w+\s+)*?(\w+)\s*(?::[^:]|$)",
+                    r"^using\s+(\w+)\s*=", r"^(?:[\w:<>,*&]+\s+)+[*&]*(~?\w+)\s*\(",
+                    r"^(?:[\w:<>,*&]+\s+)+[*&]*(\w+)\s*(?:\[[^\]]*\])*\s*(?:=.*)?$"):
+        found = re.search(pattern, s)
+        if found:
+            return found.group(1)
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def internal_names() -> Set[str]:
+    """Names the headers declare only in a `namespace detail` (functions, types, constants), which the public
+    reference must not show; those that read as words (`explain`, `bound`) are left out, keeping the ones with an
+    underscore or an inner capital (`autograd_refuses_write`, `AutogradProbe`)."""
+    internal: Set[str] = set()
+    public: Set[str] = set()
+    for header in sorted(os.listdir(HEADERS)):
+        if not header.endswith(".h"):
+            continue
+        with open(os.path.join(HEADERS, header), encoding="utf-8") as f:
+            code = _cpp_code(f.read())
+        for opening in re.finditer(r"namespace\s+(\w+)\s*\{", code):
+            depth, statement, statements = 1, [], []
+            for c in code[opening.end():]:
+                if c == "{":
+                    if depth == 1:
+                        statements.append("".join(statement))
+                        statement = []
+                    depth += 1
+                elif c == "}":
+                    depth -= 1
+                    statement = [] if depth == 1 else statement
+                    if depth == 0:
+                        break
+                elif c == ";" and depth == 1:
+                    statements.append("".join(statement))
+                    statement = []
+                elif depth == 1:
+                    statement.append(c)
+            names = {_declared(t) for t in statements if t.strip() and not t.strip().startswith("namespace")}
+            (internal if opening.group(1) == "detail" else public).update(n for n in names if n)
+    return {n for n in internal - public if "_" in n.strip("_") or re.search(r"[a-z][A-Z]", n)}
 
 
 def table_problems(page: str, tables: List[Dict[str, object]]) -> List[str]:
@@ -350,6 +490,7 @@ def layout_problems(page: str, width: int, found: Dict[str, List[str]]) -> List[
     problems = [f"{where} an identifier breaks across lines: {b!r}" for b in found.get("breaks", [])]
     problems += [f"{where} an error example runs off the side (wrap it): {e!r}" for e in found.get("errors", [])]
     problems += [f"{where} a jump to {h} hides it under the sticky header" for h in found.get("hidden", [])]
+    problems += [f"{where} {o} runs past its column" for o in found.get("overflows", [])]
     return problems
 
 

@@ -58,9 +58,9 @@ fi
 
 # ---- 2. the main job (self-check, which table consumers get) ----------------------------------------------
 if "$PY" -m torch_dlpack_bridge >"$LOGS/main.log" 2>&1; then
-  step main-job PASS "python -m torch_dlpack_bridge"
+  step main-job PASS "python -m torch_dlpack_bridge: $(tail -n 1 "$LOGS/main.log")"
 else
-  step main-job FAIL "see $LOGS/main.log"
+  step main-job FAIL "$(tail -n 1 "$LOGS/main.log") (all of it: $LOGS/main.log)"
 fi
 cat "$LOGS/main.log"  # the self-check of every device, and the timings
 

@@ -8,7 +8,7 @@
 #     top: torch_dlpack_bridge_autoload.start) and W009 (several top-level entries) are the autoload hook, which
 #     sits at the top of site-packages by design (setup.py)
 #   - auditwheel: each wheel's platform tag is the manylinux policy auditwheel finds for it
-#   - the sdist holds the table's sources, the headers, the hook, README, CHANGELOG and LICENSE
+#   - the sdist holds the table's sources, the headers, the hook, README, CHANGELOG, LICENSE and the tests
 # Tools from the registry into a venv in a temporary folder, removed at the end.
 #
 # Usage: scripts/release_check.sh DIR [--tag vX.Y.Z]
@@ -60,7 +60,8 @@ done
 for sdist in "${sdists[@]}"; do
   listing=$(tar -tzf "$sdist" | sed 's|^[^/]*/||')
   for needed in PKG-INFO README.md CHANGELOG.md LICENSE setup.py pyproject.toml csrc/library.cpp \
-                torch_dlpack_bridge/include/torch_dlpack_bridge/consumer.h autoload/torch_dlpack_bridge_autoload.pth; do
+                torch_dlpack_bridge/include/torch_dlpack_bridge/consumer.h autoload/torch_dlpack_bridge_autoload.pth \
+                tests/conftest.py; do
     echo "$listing" | grep -qx "$needed" || { echo "$(basename "$sdist") lacks $needed" >&2; exit 1; }
   done
   echo "sdist: $(basename "$sdist") holds $(echo "$listing" | grep -vc '/$') files"

@@ -4,6 +4,7 @@
 # Every step .github/workflows/release.yml runs is a script this runs too; only the runners and PyPI differ:
 # Each step runs from a clone of the checkout's HEAD, as a release builds its tag's commit (uncommitted changes
 # stay out); only the table below is written into the checkout.
+#   0. lint      scripts/lint_workflows.sh: check-jsonschema and zizmor on every workflow
 #   1. build     scripts/release_artifacts.sh for x86_64 and aarch64 (cross-built here): the two cp39-abi3 wheels,
 #                the cp313t wheel, the sdist
 #   2. check     scripts/release_check.sh: twine check --strict, classifiers, check-wheel-contents, auditwheel, sdist
@@ -60,6 +61,9 @@ git clone -q "$repo" "$work/src" && git -C "$work/src" checkout -q "${TDB_REHEAR
   die "cloning $repo at ${TDB_REHEARSAL_REV:-HEAD} failed"
 commit=$(git -C "$work/src" rev-parse --short HEAD)
 repo=$work/src  # the scripts below are the clone's
+
+step "0. lint: scripts/lint_workflows.sh"
+"$repo/scripts/lint_workflows.sh" || die "the workflows' lint failed"
 
 if [ -z "$dist" ]; then
   dist=$work/dist

@@ -36,6 +36,27 @@ def install_once(example, tmp_path_factory):
     return _INSTALLED[example]
 
 
+def cmake_build_once(example, tmp_path_factory):
+    """examples/<example> copied outside the checkout and built with its CMakeLists.txt, as its comment says
+    (`cmake -S . -B build && cmake --build build`, with this interpreter as CMake's Python), once per test session;
+    returns the build folder, where the module is. Skips where cmake is missing."""
+    import pytest
+
+    key = example + " (CMake)"
+    if key not in _INSTALLED:
+        if shutil.which("cmake") is None:
+            pytest.skip("cmake is not installed")
+        src = tmp_path_factory.mktemp(example + "_cmake") / "src"
+        shutil.copytree(os.path.join(EXAMPLES, example), src, ignore=shutil.ignore_patterns("build", "*.so"))
+        env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1")
+        for cmd in (["cmake", "-S", ".", "-B", "build", f"-DPython_EXECUTABLE={sys.executable}"],
+                    ["cmake", "--build", "build"]):
+            res = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True, timeout=900)
+            assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+        _INSTALLED[key] = str(src / "build")
+    return _INSTALLED[key]
+
+
 FIRST_KERNEL_FILES = ["first_kernel.cpp", "first_kernel_nb.cpp", "CMakeLists.txt", "build.sh", "session.txt"]
 
 
@@ -72,6 +93,18 @@ def import_from(directory, name):
         return __import__(name)
     finally:
         sys.path.remove(directory)
+
+
+def load_copy(directory, name):
+    """Module `name` loaded from its extension file in `directory` as a module of its own, beside a module of that
+    name imported from elsewhere (the same example built another way): not put in sys.modules."""
+    import importlib.util
+
+    path, = shared_objects(directory, name)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def shared_objects(site, name):

@@ -47,10 +47,14 @@ struct Pair {
   static int64_t make(Vec x, Vec y) { return x.size(0) * y.size(0); }
 };
 
+double sum(const Vec& x) {
+  double total = 0;
+  for (int64_t i = 0; i < x.size(0); ++i) total += x.data()[i];
+  return total;
+}
 double sum(const std::vector<Vec>& xs) {
   double total = 0;
-  for (const auto& x : xs)
-    for (int64_t i = 0; i < x.size(0); ++i) total += x.data()[i];
+  for (const auto& x : xs) total += sum(x);
   return total;
 }
 
@@ -127,8 +131,15 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   // Untyped parameters (issue 45.6: what a non-tensor argument is told).
   m.def("view", [](tdb::TensorView x, float) { return got(x); }, py::arg("x"), py::arg("a"));
   m.def("managed", [](tdb::ManagedTensor x, float) { return x.dl().ndim; }, py::arg("x"), py::arg("a"));
+  // Issue 51: a producer's exception that is not a refusal ends the call, even when nanobind gives the overload that
+  // met it up for another argument and chooses one without a tdb parameter.
+  m.def("vec_or_objects", [](Vec x, int) { return x.size(0); }, py::arg("x"), py::arg("n"));
+  m.def("vec_or_objects", [](py::object, py::object) { return int64_t{-1}; }, py::arg("x"), py::arg("n"));
+  // Issue 51: a producer's `__dlpack__` may call the module's functions (wrapped or not).
+  m.def("read_sum", [](Vec x) { return sum(x); }, py::arg("x"));
   tdb::explain_refusals(m);
   // Defined after explain_refusals: not wrapped (the library's message, no reasons).
+  m.def("late_sum", [](Vec x) { return sum(x); }, py::arg("x"));
   m.def("late", [](Vec x) { return x.size(0); }, py::arg("x"));
   m.def("late_c", [](C<float> x) { return got(x); }, py::arg("x"));
   m.def("late_total", [](std::vector<Vec> xs) { return sum(xs); }, py::arg("xs"));

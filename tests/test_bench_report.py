@@ -58,26 +58,53 @@ META = {"rounds": 2, "calls": 10, "elapsed": 1.0, "load": 1.5, "cpus": 2, "torch
 
 def test_typed_section_reports_explain_refusals_per_call_and_its_goal(tmp_path):
     bindings, summary = _benchmarks()
-    text = bindings.typed_report(_typed([103, 105]), META)  # pybind11 dtype2: 1.03x and 1.05x, median 1.04x
+    text = bindings.typed_report(_typed([106, 108]), META)  # pybind11 dtype2: 1.06x and 1.08x, median 1.07x
     assert "| call | without ns | with `explain_refusals` ns | with / without | range over rounds |" in text
     assert "| pybind11 `f0()`: no tensor | 50.0 | 50.0 | 1.01x | 1.00-1.02x |" in text
-    assert "| pybind11 `dtype2(x)`: x float64 | 100.0 | 103.0 | 1.04x | 1.03-1.05x |" in text
+    assert "| pybind11 `dtype2(x)`: x float64 | 100.0 | 106.0 | 1.07x | 1.06-1.08x |" in text
     assert "| nanobind `f0()`: no tensor | 40.0 | 39.6 | 0.99x | 0.99-1.00x |" in text
-    assert ("- **Goal not met**: a module with `explain_refusals` <= 1.02x one without on accepted calls: pybind11 "
-            "1.01-1.04x (highest: `dtype2(x)`); nanobind 0.99x (highest: `f0()`). Why:" in text)
-    assert "- Goal met: a module with `explain_refusals` <= 1.02x one without on accepted calls: pybind11 1.01-1.02x" \
-        in bindings.typed_report(_typed([102, 102]), META)
+    assert ("- **Goal not met**: a module with `explain_refusals` <= 1.05x one without on accepted calls: pybind11 "
+            "1.01-1.07x (highest: `dtype2(x)`); nanobind 0.99x (highest: `f0()`). Why:" in text)
+    assert "- Goal met: a module with `explain_refusals` <= 1.05x one without on accepted calls: pybind11 1.01-1.05x" \
+        in bindings.typed_report(_typed([105, 105]), META)
+    assert ("- Goal met: a written typed parameter per tensor <= 0.70x a `torch::Tensor` argument: pybind11 0.55x "
+            "(c_contig); nanobind 0.55x (c_contig).") in text
     # The summary leads with it: median and range of the per-call ratios; the written row leaves read-only out.
     saved = tmp_path / "bindings.json"
-    saved.write_text(json.dumps({"typed": _typed([103, 105])}))
+    saved.write_text(json.dumps({"typed": _typed([106, 108])}))
     rows = summary.binding_rows(saved)
     assert rows == ["| Declare what a kernel accepts (a typed parameter, written): per tensor | the same binding's "
                     "untyped caster | 1.10x | 1.10x over both bindings, with and without `c_contig` |",
                     "| Say why a call was refused (`tdb::explain_refusals`): a call that is accepted | the same module "
-                    "without it | 1.01x | 0.99-1.04x over 3 calls, both bindings |"]
+                    "without it | 1.01x | 0.99-1.07x over 3 calls, both bindings |"]
     # A run saved before these rows renders without them.
     typed = _typed([100, 100])
     del typed["_explain"]
     assert "explain_refusals" not in bindings.typed_report(typed, META)
     saved.write_text(json.dumps({"typed": typed}))
     assert len(summary.binding_rows(saved)) == 1
+
+
+def test_typed_section_shows_typed_parameters_against_the_stable_abi_caster_where_it_was_measured(monkeypatch):
+    bindings, _ = _benchmarks()
+    typed = _typed([100, 100])
+    ext = typed.pop("pybind11 torch extension, `torch::Tensor` + `TORCH_CHECK`")
+    typed[bindings.STABLE_TYPED] = {"0": [0, 0], "8": [400, 400]}  # 50 ns per tensor
+    typed["pybind11 torch extension, `torch::Tensor` + `TORCH_CHECK`"] = ext  # the extension stays last
+    text = bindings.typed_report(typed, META)
+    assert "+ `TORCH_CHECK` | per tensor / stable-ABI caster |" in text
+    assert "| pybind11 caster, typed `tdb::Tensor<float>` | 88 | 11.0 | 1.10x | 0.55x | 0.22x |" in text
+    assert (f"| {bindings.STABLE_TYPED} | 400 | 50.0 | 5.00x | 2.50x | 1.00x |") in text
+    assert ("- Goal met: a written typed parameter per tensor <= 0.35x the stable-ABI caster: pybind11 0.22x "
+            "(c_contig); nanobind 0.22x (c_contig).") in text
+    assert "- A read-only typed parameter per tensor against the stable-ABI caster: pybind11 0.24x; nanobind 0.24x." \
+        in text
+    # Without it (torch < 2.14, or a run saved before it), the section says so and has no such column.
+    text = bindings.typed_report(_typed([100, 100]), META)
+    assert "stable-ABI caster |" not in text
+    assert "- The stable-ABI caster (`torch::stable::Tensor`) needs torch >= 2.14: not measured with torch 2.13.0." \
+        in text
+    monkeypatch.setattr(bindings.torch, "__version__", bindings.torch.torch_version.TorchVersion("2.13.0+cpu"))
+    assert "needs torch >= 2.14" in bindings.stable_skipped()
+    monkeypatch.setattr(bindings.torch, "__version__", bindings.torch.torch_version.TorchVersion("2.14.1+cpu"))
+    assert bindings.stable_skipped() == ""

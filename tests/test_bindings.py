@@ -21,15 +21,19 @@ import pytest
 import torch
 
 import torch_dlpack_bridge
-from example_packages import EXAMPLES, import_from, install_once
+from example_packages import EXAMPLES, cmake_build_once, import_from, install_once, load_copy
 from offset_producer import Offset
 from producers import LegacyOnly
 
 FLAVOURS = {"pybind11": "axpy_pybind11", "nanobind": "axpy_nanobind"}
 
 
-@pytest.fixture(scope="session", params=list(FLAVOURS))
+# The examples as a user builds them: each with pip (setuptools for pybind11, scikit-build-core's CMake for nanobind),
+# and the pybind11 one with CMake too (its CMakeLists.txt: the CMake route the guide shows for pybind11).
+@pytest.fixture(scope="session", params=[*FLAVOURS, "pybind11-cmake"])
 def ext(request, tmp_path_factory):
+    if request.param == "pybind11-cmake":
+        return load_copy(cmake_build_once("axpy_pybind11", tmp_path_factory), "axpy_pybind11")
     name = FLAVOURS[request.param]
     return import_from(install_once(name, tmp_path_factory), name)
 

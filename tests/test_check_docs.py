@@ -1,6 +1,7 @@
 """scripts/check_docs.py's rules, on planted pages: the code rules read the rendered DOM (no browser); the table
 rule reads what Chromium measured, planted, then measured by Chromium on a planted page where it is installed."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -240,3 +241,96 @@ def test_an_undocumented_public_member_stops_the_reference(tmp_path):
     assert "size(int dim) const (function) of class tdb::View is not documented" in undocumented.stderr
     documented = doxygen(PLANTED_HEADER.replace("  int size", "  /*! \\brief The size of `dim`. */\n  int size"))
     assert documented.returncode == 0, documented.stderr
+
+
+def test_emphasis_made_of_a_dunder_name_fails():
+    # autograd.h's comment as it was: `__torch_function__` outside code, which Doxygen rendered as bold
+    # "torch_function"; a Markdown page's __dlpack__ the same (italics here)
+    header = "/*!\n * \\brief a subclass with its own __torch_function__, or `__init__` in code\n */\nint __x__;"
+    page = "Taken through __dlpack__ (`__dlpack_device__` first).\n```python\nt.__array__()\n```\n"
+    dunders = check_docs.unquoted_dunders(header) | check_docs.unquoted_dunders(page)
+    assert dunders == {"torch_function", "dlpack"}
+    bold = "<p>a subclass with its own <strong>torch_function</strong>; the protocol (<em>dlpack</em>)</p>"
+    found = check_docs.reference_problems("reference/cpp/tensor.html", read_dom(bold), dunders)
+    assert len(found) == 2 and all("emphasis made of a dunder's name" in p for p in found), found
+    assert "'torch_function'" in found[0] and "'dlpack'" in found[1]
+    # deliberate emphasis, a word that is also a dunder's name written in code, and a signature's parameter
+    fine = ("<p>the <strong>loader</strong> picks it; <strong>Overloads.</strong></p><dl><dt class='sig'>f("
+            "<em class='sig-param'>dlpack</em>)</dt></dl>")
+    assert check_docs.reference_problems("reference/cpp/tensor.html", read_dom(fine), dunders) == []
+    # the sources as they are now: every dunder written as code
+    assert not check_docs.source_dunders() & {"torch_function", "dlpack", "cause"}
+
+
+def read_dom(html):
+    dom = check_docs.DomReader()
+    dom.feed(html)
+    return dom
+
+
+def test_an_internal_name_in_the_public_reference_fails():
+    assert {"autograd_refuses_write", "commit_write", "AutogradProbe"} <= check_docs.internal_names()
+    # public names are not internal, nor internal ones that read as words
+    assert not {"explain_refusals", "Tensor", "check_dtype", "explain", "bound"} & check_docs.internal_names()
+    leaked = "<article><p>the decision (autograd_refuses_write) while the library tries overloads</p></article>"
+    found, = rendered("reference/cpp/tensor.html", leaked)
+    assert "internal of the headers" in found and "autograd_refuses_write" in found
+    assert rendered("guides/kernel-authors.html", leaked) == []  # elsewhere the internals may be explained
+    public = "<article><p>the decision while the library tries overloads (<code>tdb::explain_refusals</code>)</p></article>"
+    assert rendered("reference/cpp/tensor.html", public) == []
+
+
+def test_a_cell_or_a_code_block_running_past_its_column_fails():
+    found = check_docs.layout_problems("guides/kernel-authors.html", 390, {"overflows": [
+        "a table cell (160 px of content in 84): torch.ones(2, 4, device=\"meta\")"]})
+    assert found == ["guides/kernel-authors.html: at 390 px, a table cell (160 px of content in 84): "
+                     "torch.ones(2, 4, device=\"meta\") runs past its column"]
+
+
+# A phone's page with the rest of the issue's defects (issue 52), in Sphinx's markup: a reasons table whose code runs
+# out of its cell, inline code broken at a hyphen, a session block that wraps inside a name and inside `->`, a code
+# block running past its box without scrolling; then as the site fixes them (docs/break_points.py, custom.css).
+CELLS_PAGE = """<html><head><style>
+  body {{ margin: 0; font: 16px monospace; }} article {{ padding: 0 16px; }} .nobr {{ white-space: nowrap; }}
+  table {{ table-layout: fixed; width: 100%; }} td {{ overflow-wrap: {cell_wrap}; }}
+  .highlight-pycon pre {{ white-space: pre-wrap; overflow-wrap: anywhere; }} pre.plain {{ overflow-x: {plain}; }}
+</style></head><body><main><article><h1>t</h1>
+<table><tr><td>meta (W)</td><td><code>{meta}</code></td><td>line</td></tr></table>
+<p>Build it with <code class="docutils literal notranslate"><span class="pre">pip</span> <span class="pre">install</span>
+<span class="pre">--no-build-isolation</span></code> from the checkout you have, then with
+<code class="docutils literal notranslate"><span class="pre">python3-dev</span></code> installed.</p>
+<div class="highlight-pycon notranslate"><div class="highlight"><pre><span class="gp">&gt;&gt;&gt; </span>k(x)
+<span class="go">    1. (x: typing.Annotated[my.torch_dlpack_bridge.typing.DLPackTensorOf[typing.Literal['float32']], dict(dtype='float32')], a: float) -&gt; float</span>
+</pre></div></div>
+<pre class="plain">{wide}</pre>
+</article></main></body></html>"""
+
+
+def test_the_browser_finds_cells_hyphens_and_blocks_running_past_their_column_at_390_px(tmp_path):
+    binary = check_docs.find_chromium(None)
+    if binary is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium); CI installs it for the docs")
+    sys.path.insert(0, os.path.join(REPO, "docs"))
+    try:
+        import break_points
+    finally:
+        sys.path.pop(0)
+    wide = "x = torch.ones(3)  # " + "y" * 120
+    broken = CELLS_PAGE.format(cell_wrap="normal", meta='torch.ones(2,&nbsp;4,&nbsp;device="meta")', plain="visible",
+                               wide=wide)
+    fixed = CELLS_PAGE.format(cell_wrap="anywhere", meta='torch.ones(2, 4, device="meta")', plain="auto", wide=wide)
+    (tmp_path / "broken.html").write_text(broken)
+    (tmp_path / "fixed.html").write_text(break_points.add_breaks(fixed))
+    server, base = check_docs.serve(str(tmp_path))
+    try:
+        found = check_docs.measure_layout(binary, str(tmp_path / "profile"), base + "broken.html")
+        clean = check_docs.measure_layout(binary, str(tmp_path / "profile"), base + "fixed.html")
+    finally:
+        server.shutdown()
+    phone = [p for p in found if "at 390 px" in p]
+    assert any("a table cell" in p and "device=" in p and "runs past its column" in p for p in phone), found
+    assert any("a code block" in p and "runs past its column" in p for p in phone), found
+    breaks = [p for p in phone if "identifier breaks across lines" in p]
+    assert any("-|" in p for p in breaks), found  # after a hyphen: --no-|build-isolation, python3-|dev or -|>
+    assert any(re.search(r"[A-Za-z_]\|[A-Za-z_]", p) for p in breaks), found  # inside a name of the session
+    assert clean == [], clean

@@ -2,8 +2,8 @@
 INTERFACE target torch_dlpack_bridge::headers carrying the include directory, honours version requests,
 and is where get_cmake_dir() and `python -m torch_dlpack_bridge --cmake-dir` say it is.
 
-Only CMake's configure step runs here (project(... LANGUAGES NONE): no compiler); the nanobind example
-(tests/test_bindings.py) compiles against the target through scikit-build-core.
+Only CMake's configure step runs here (project(... LANGUAGES NONE): no compiler); the examples compile against
+the target in tests/test_bindings.py: nanobind's through scikit-build-core, pybind11's with cmake itself.
 """
 import os
 import re

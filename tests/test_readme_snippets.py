@@ -104,6 +104,7 @@ def test_docs_include_each_flavour_from_the_examples():
         "examples/axpy_kernels/axpy_kernels.cpp", "examples/axpy_pybind11/axpy_pybind11.cpp",
         "examples/axpy_pybind11/setup.py", "examples/axpy_compile/axpy_compile/ops.py",
         "examples/axpy_nanobind/axpy_nanobind.cpp", "examples/axpy_nanobind/CMakeLists.txt",
+        "examples/axpy_pybind11/CMakeLists.txt", "examples/axpy_pybind11/pyproject.toml",
     } <= included
     # The kernel author's guide shows the whole pybind11 example, not an excerpt.
     assert any(page == "docs/guides/kernel-authors.md" and path == "examples/axpy_pybind11/axpy_pybind11.cpp"
@@ -112,7 +113,10 @@ def test_docs_include_each_flavour_from_the_examples():
 
 def test_docs_include_the_results_and_the_matrix_not_copies():
     included = {path for _, _, path, _ in directives()}
-    assert {"benchmarks/RESULTS.md", "benchmarks/STARTUP.md"} <= included
+    assert "benchmarks/STARTUP.md" in included
+    # The Benchmarks page's results: benchmarks/RESULTS.md as docs/results_page.py shows it, written at every build.
+    assert "docs/_build/generated/RESULTS.md" in included and "benchmarks/RESULTS.md" not in included
+    assert 'os.path.join(ROOT, "benchmarks", "RESULTS.md")' in read("docs/conf.py")
     # The support page's wheel matrix: regrouped from scripts/wheel_matrix.md at every build (docs/conf.py,
     # docs/wheel_matrix_page.py), never a copy in git.
     assert "docs/_build/generated/wheel_matrix.md" in included
@@ -147,15 +151,68 @@ def test_readme_headline_numbers_are_in_the_results():
 
 def test_readme_keeps_its_commands_and_ci_runs_them():
     readme = read("README.md")
-    setup = ("python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 ")
+    # The tools come from pyproject.toml's dependency groups, declared once: README's set-up, .ci/run and the docs
+    # build install them by name, and no other list of them exists.
+    setup = ("python3 -m venv .venv && . .venv/bin/activate && pip install -U pip && "
+             "pip install torch==2.13.0 --group test && ")
     # editable_mode=compat: mypy sees the package (tests/test_stubs.py type-checks as a user after this set-up)
     install = "pip install --no-build-isolation -e . --config-settings editable_mode=compat && python -m torch_dlpack_bridge"
-    assert setup in readme and install in readme
+    assert setup + install in readme
     assert "\npython -m pytest tests -q\n" in readme
-    assert "sphinx-build -W --keep-going docs docs/_build/html" in readme
+    assert "pip install --group docs && sphinx-build -W --keep-going docs docs/_build/html" in readme
     ci = read(".ci/run")
+    assert "\npython -m pip install --quiet torch==2.13.0 --group test\n" in ci
     assert "\npython -m pytest tests -q\n" in ci
     # the docs as README says, through the script that the release workflow also runs
     docs = read("scripts/build_docs.sh")
     assert "\nscripts/build_docs.sh docs/_build/html\n" in ci
     assert "sphinx-build -W --keep-going" in docs and "scripts/check_docs.py" in docs
+    assert '--group "$repo/pyproject.toml:docs"' in docs
+    assert not os.path.exists(os.path.join(REPO, "docs", "requirements.txt"))
+
+
+def test_the_groups_hold_what_the_tests_and_the_docs_import():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        groups = tomllib.load(f)["dependency-groups"]
+    test = {g for g in groups["test"] if isinstance(g, str)}
+    assert {"pytest", "numpy", "hypothesis", "pybind11", "nanobind", "mypy", "pybind11-stubgen"} <= test
+    assert {"include-group": "build"} in groups["test"] and "setuptools>=77" in groups["build"]
+    assert all("==" in pin for pin in groups["docs"])  # the site is built with the versions it was checked with
+    conf = read("docs/conf.py")
+    for extension in ("breathe", "myst_parser"):
+        assert extension in conf and any(pin.startswith(extension.replace("_", "-")) for pin in groups["docs"])
+
+
+def test_readme_is_a_front_page():
+    """What a newcomer reads first: the two commands, links to the first kernel and the stable-ABI guide; the suite's
+    times and the machines they were measured on are in docs/development.md, not here."""
+    readme = read("README.md")
+    assert "(docs/guides/first-kernel.md)" in readme and "(docs/guides/stable-abi.md)" in readme
+    assert not re.search(r"load average|\d+(\.\d+)? minutes|skipped", readme)
+    assert readme.count("```bash") == 4  # install, install from a checkout, set-up + tests, docs
+    development = read("docs/development.md")
+    assert "load average" in development and "skipped" in development
+
+
+def test_getting_started_ends_at_the_first_kernel():
+    page = read("docs/getting-started.md").rstrip()
+    last = page[page.rindex("\n\n"):]
+    assert "(guides/first-kernel.md)" in last and "kernel-authors" not in last, last
+
+
+def test_the_benchmarks_page_leaves_the_goals_and_the_commit_in_the_source_tree():
+    sys.path.insert(0, DOCS)
+    try:
+        import results_page
+    finally:
+        sys.path.pop(0)
+    results = read("benchmarks/RESULTS.md")
+    page = results_page.page_version(results)
+    assert "- Goal met: " in results and "**Goal not met**" in results and "### Goals" in results
+    assert re.search(r"commit [0-9a-f]{7}", results)
+    assert "Goal" not in page and not re.search(r"commit [0-9a-f]{7}", page)
+    # every measurement stays: the tables, the sections' markers, the runs' details
+    assert [line for line in results.splitlines() if line.startswith(("|", "<!--", "Measured with"))] == \
+        [line for line in page.splitlines() if line.startswith(("|", "<!--", "Measured with"))]
+    assert re.search(r"^- run: `python benchmarks/run.py` .*; measured in \d+ s; table library built ", page, re.M)

@@ -150,8 +150,9 @@ def table_rows():
 
 def test_the_table_names_every_refusal():
     assert [row[0] for row in table_rows()] == [
-        "dtype", "rank", "fixed size", "order", "device", "read-only", "expanded", "neg", "conj", "meta", "FakeTensor",
-        "requires grad, a leaf", "requires grad, not a leaf", "list item", "optional"]
+        "not a tensor", "a class", "dtype", "rank", "fixed size", "order", "device", "read-only", "expanded",
+        "sparse", "quantized", "nested", "dtype DLPack lacks", "neg", "conj", "meta", "FakeTensor", "requires grad, a leaf",
+        "requires grad, not a leaf", "list item", "list item, not a tensor", "optional"]
     with open(os.path.join(os.path.dirname(HERE), "docs", "guides", "kernel-authors.md")) as f:
         assert "```{include} ../../tests/refusal_reasons.md\n```" in f.read()
 

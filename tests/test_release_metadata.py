@@ -7,6 +7,7 @@ link left (each points into the public repository at the release's tag). Metadat
 import importlib.metadata
 import os
 import re
+import shutil
 import subprocess
 import sys
 from email.parser import Parser
@@ -17,9 +18,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def metadata_of_version(tmp_path_factory):
-    """The METADATA a wheel of a copy of the tracked files would carry, with PACKAGE_VERSION set to 9.8.7
-    in that copy only."""
+def dist_info(tmp_path_factory):
+    """The .dist-info folder a wheel of a copy of the tracked files would carry, with PACKAGE_VERSION set to
+    9.8.7 in that copy only."""
     src = tmp_path_factory.mktemp("src")
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     tar = subprocess.run(["tar", "--null", "-T", "-", "-cf", "-"], cwd=ROOT, input=files, capture_output=True,
@@ -36,8 +37,12 @@ def metadata_of_version(tmp_path_factory):
     result = subprocess.run([sys.executable, "-c", code, str(out)], cwd=str(src), capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    dist_info = result.stdout.strip().splitlines()[-1]
-    return Parser().parsestr((out / dist_info / "METADATA").read_text(encoding="utf-8"))
+    return out / result.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def metadata_of_version(dist_info):
+    return Parser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8"))
 
 
 def test_version_is_written_once_in_build_module(metadata_of_version):
@@ -65,8 +70,8 @@ def test_metadata_a_user_and_pypi_expect(metadata_of_version):
     meta = metadata_of_version
     assert meta["Name"] == "torch_dlpack_bridge" and meta["License-Expression"] == "Apache-2.0"
     assert meta["Requires-Python"] == ">=3.9" and meta.get_all("Requires-Dist")[0] == "torch>=2.4"
-    assert set(dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))) == {
-        "Documentation", "Source", "Issues", "Changelog"}
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    assert set(urls) == {"Documentation", "Source", "Issues", "Changelog"} and meta["Home-page"] == urls["Source"]
     classifiers = meta.get_all("Classifier")
     assert "Operating System :: POSIX :: Linux" in classifiers
     assert any(c.startswith("Programming Language :: Python :: Free Threading") for c in classifiers)
@@ -80,3 +85,26 @@ def test_installed_distribution_and_main_job_agree_on_version():
 
     assert importlib.metadata.version("torch_dlpack_bridge") == torch_dlpack_bridge.__version__
 
+
+
+PIP23_WHEEL = os.environ.get("TDB_TEST_PIP23_WHEEL")
+
+
+@pytest.mark.skipif(not PIP23_WHEEL, reason="opt-in, so that the README's test command downloads nothing: "
+                                            "TDB_TEST_PIP23_WHEEL=<pip-23.0.1 wheel> (.ci/run downloads it)")
+def test_pip_23_shows_the_home_page(dist_info, tmp_path):
+    """Debian 12's pip 23.0.1 prints Home-page from that field only (no Project-URL), and License from the
+    License field only, which PEP 639 forbids beside License-Expression (PyPI refuses an upload with both, and
+    setuptools a license classifier beside an expression): its License line stays empty, newer pip prints
+    License-Expression. pip runs from its wheel, without site-packages (-S), so that it sees only this
+    metadata."""
+    assert os.path.basename(PIP23_WHEEL).startswith("pip-23.0.1-"), PIP23_WHEEL
+    site = tmp_path / "site"
+    shutil.copytree(dist_info, site / dist_info.name)
+    result = subprocess.run([sys.executable, "-S", os.path.join(PIP23_WHEEL, "pip"), "show", "torch_dlpack_bridge"],
+                            env=dict(os.environ, PYTHONPATH=str(site)), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
+    assert shown["Name"] == "torch_dlpack_bridge" and shown["Version"] == "9.8.7", result.stdout
+    assert shown["Home-page"] == "https://github.com/torch-dlpack-bridge/torch_dlpack_bridge", result.stdout
+    assert shown["Requires"] == "torch", result.stdout

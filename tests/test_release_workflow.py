@@ -1,6 +1,7 @@
 """The release workflow (.github/workflows/release.yml) runs nothing that the rehearsal (scripts/release_rehearsal.sh)
 does not also run: each step's command is one script of scripts/, and the rehearsal runs that script. PyPI gets
-the artifacts by trusted publishing only (an OIDC token, no stored secret). actionlint checks the rest in .ci/run.
+the artifacts by trusted publishing only (an OIDC token, no stored secret). scripts/lint_workflows.sh (check-jsonschema,
+zizmor) checks the rest, in .ci/run and in the workflow's first job.
 """
 
 import os
@@ -19,7 +20,7 @@ def run_commands():
 
 def test_every_workflow_command_is_a_script_the_rehearsal_runs():
     commands = run_commands()
-    assert len(commands) >= 4  # build, check, wheel matrix, docs
+    assert len(commands) >= 5  # lint, build, check, wheel matrix, docs
     rehearsal = open(REHEARSAL).read()
     for command in commands:
         script = command.split()[0]
@@ -32,12 +33,15 @@ def test_every_workflow_command_is_a_script_the_rehearsal_runs():
 def test_pypi_publishing_is_trusted_publishing_without_a_stored_secret():
     text = open(WORKFLOW).read()
     publish = text[text.index("\n  publish:"):text.index("\n  docs:")]
-    assert "id-token: write" in publish and "pypa/gh-action-pypi-publish@release/v1" in publish
+    assert "id-token: write" in publish and re.search(r"pypa/gh-action-pypi-publish@[0-9a-f]{40}  # v1\.", publish)
     assert "secrets." not in text and "password" not in text
     assert re.search(r"^on:\n  push:\n    tags: \[\"v\*\"\]", text, re.M), "runs on a version tag only"
-    # the torch watch starts it by hand on the tag it pushed: the first job (every other one needs it) refuses
-    # any other ref
-    assert "startsWith(github.ref, 'refs/tags/v')" in text[text.index("\n  build:"):text.index("\n    strategy:")]
+    # the torch watch starts it by hand on the tag it pushed: the first job, which every other one needs,
+    # refuses any other ref
+    jobs = text[text.index("\njobs:\n"):]
+    first = jobs[:jobs.index("\n    steps:")]
+    assert "startsWith(github.ref, 'refs/tags/v')" in first and "needs:" not in first
+    assert re.search(r"^  build:\n(    .*\n)*?    needs: lint$", text, re.M)
 
 
 def test_the_torch_watch_runs_its_rehearsed_script_and_builds_with_no_write_permission():

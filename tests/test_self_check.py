@@ -1,16 +1,23 @@
 """The self-check of `python -m torch_dlpack_bridge` (torch_dlpack_bridge/_self_check.py): on CPU, on the tdbdev
 PrivateUse1 backend (two devices with real streams), on the stand-ins for XPU and MPS (tests/mock_devices), and
-against doctored tables, which it must catch. A CUDA machine runs it through scripts/gpu_check.sh's main job."""
+against doctored tables, which it must catch; then the main job's lines on which table consumers get, and its
+verdict and exit status, a failure forced for each kind. A CUDA machine runs it through scripts/gpu_check.sh's
+main job."""
 
 import ctypes
 import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
 import torch
 
+import torch_dlpack_bridge
+
 from conftest import run_python
 from table_ctypes import ExchangeAPI, table
+from test_autoload import uncovered  # noqa: F401 (a fixture: torch looks like a nightly no library covers)
 from torch_dlpack_bridge import _self_check
 from torch_dlpack_bridge._self_check import FAIL, NA, OK
 
@@ -35,8 +42,8 @@ def test_every_cpu_check_passes(api):
 
 def test_a_machine_without_devices_says_so(api, monkeypatch):
     monkeypatch.setattr(_self_check, "device_types", lambda: [])
-    lines, ok = _self_check.report(api)
-    assert ok and lines[-1] == "  other devices: none (torch reports no CUDA, ROCm, XPU, MPS or PrivateUse1 device)"
+    lines, failed = _self_check.report(api)
+    assert failed == [] and lines[-1] == "  other devices: none (torch reports no CUDA, ROCm, XPU, MPS or PrivateUse1 device)"
 
 
 def test_report_checks_at_most_four_devices_and_says_so(api, monkeypatch):
@@ -44,8 +51,8 @@ def test_report_checks_at_most_four_devices_and_says_so(api, monkeypatch):
     monkeypatch.setattr(_self_check, "device_types", lambda: [("CUDA", "cuda", 6)])
     monkeypatch.setattr(_self_check, "device_checks",
                         lambda api, device, pinned=False: checked.append((str(device), pinned)) or [("x", OK, "")])
-    lines, ok = _self_check.report(api)
-    assert "  CUDA: 6 devices, the first 4 checked" in lines and ok
+    lines, failed = _self_check.report(api)
+    assert "  CUDA: 6 devices, the first 4 checked" in lines and failed == []
     assert checked == [("cuda:0", True), ("cuda:1", False), ("cuda:2", False), ("cuda:3", False)]
 
 
@@ -53,8 +60,8 @@ def test_one_failed_check_fails_the_report(api, monkeypatch):
     monkeypatch.setattr(_self_check, "device_types", lambda: [("CUDA", "cuda", 1)])
     monkeypatch.setattr(_self_check, "device_checks",
                         lambda api, device, pinned=False: [("a", NA, "why"), ("b", FAIL, "what differs")])
-    lines, ok = _self_check.report(api)
-    assert not ok and lines[-2:] == ["  [n/a] cuda:0 a: why", "  [FAIL] cuda:0 b: what differs"]
+    lines, failed = _self_check.report(api)
+    assert failed == ["cuda:0 b"] and lines[-2:] == ["  [n/a] cuda:0 a: why", "  [FAIL] cuda:0 b: what differs"]
 
 
 # ---- tdbdev: a PrivateUse1 backend with two devices and real streams -------------------------------------
@@ -75,8 +82,8 @@ def test_every_check_passes_on_each_tdbdev_device(api, tdbdev, tdbdev_state, ind
 
 
 def test_the_report_covers_both_tdbdev_devices(api, tdbdev, tdbdev_state):
-    lines, ok = _self_check.report(api)
-    assert ok and "  PrivateUse1 (tdbdev): 2 devices" in lines
+    lines, failed = _self_check.report(api)
+    assert failed == [] and "  PrivateUse1 (tdbdev): 2 devices" in lines
     for index in (0, 1):
         assert sum(line.startswith(f"  [ok] tdbdev:{index} ") for line in lines) == len(DEVICE_CHECKS), lines
 
@@ -206,3 +213,86 @@ def test_quick_timing_shows_the_range_of_the_ratio_and_says_when_it_is_noise(mon
         main.quick_timing()
         out = capsys.readouterr().out
         assert out.count("  " + verdict) == 5, out
+
+
+# ---- the main job's table lines and its verdict ------------------------------------------------------------
+
+OURS = dict.fromkeys(("__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"), "torch_dlpack_bridge")
+
+
+def test_the_table_lines_say_which_table_consumers_get_and_why():
+    import torch_dlpack_bridge.__main__ as main
+
+    minor = ".".join(torch.__version__.split(".")[:2])
+    replaced = main.table_lines(OURS, has_native=True)
+    assert replaced[0] == ("consumers get this project's table (torch.Tensor.__dlpack_c_exchange_api__ and "
+                           "__c_dlpack_exchange_api__)")
+    assert replaced[1].startswith(f"  why: torch {minor} has a table of its own, and this project's replaces it")
+    assert replaced[2].startswith("  to keep torch's own: TORCH_DLPACK_BRIDGE_PREFER=torch")
+    assert main.table_lines(OURS, has_native=False)[1:] == [f"  why: torch {minor} has no table of its own"]
+    kept = main.table_lines(dict.fromkeys(OURS, "torch"), has_native=True)
+    assert kept[0].startswith("consumers get torch's own table (") and "PREFER=torch" in kept[1]
+    mixed = main.table_lines(dict(OURS, __c_dlpack_exchange_api__="other"), has_native=True)
+    assert mixed[0].startswith("consumers get this project's table under __dlpack_c_exchange_api__, another "
+                               "library's table under __c_dlpack_exchange_api__")
+    assert mixed[-1] == "  to use this project's: TORCH_DLPACK_BRIDGE_PREFER=bridge or torch_dlpack_bridge.install()"
+
+
+@pytest.fixture
+def main_job(monkeypatch, capsys):
+    """Runs main([]) in this process, the timing and other devices left out: its exit status, stdout, stderr."""
+    import torch_dlpack_bridge.__main__ as main
+
+    monkeypatch.setattr(main, "quick_timing", lambda: None)
+    monkeypatch.setattr(_self_check, "device_types", lambda: [])
+
+    def run():
+        status = main.main([])
+        return (status, *capsys.readouterr())
+    return run
+
+
+def test_the_main_job_ends_with_the_verdict_that_it_works(main_job):
+    status, out, _ = main_job()
+    assert status == 0
+    assert out.splitlines()[-1].startswith("verdict: works: every check of this project's table passed"), out
+    assert out.splitlines()[-1].endswith("get this project's table"), out
+
+
+def test_a_failed_check_gives_the_failing_verdict_and_status_1(main_job, monkeypatch):
+    monkeypatch.setattr(_self_check, "cpu_checks", lambda api: [("dltensor_from_py_object_no_sync", OK, ""),
+                                                                ("managed_tensor_allocator", FAIL, "what differs")])
+    status, out, _ = main_job()
+    last = out.splitlines()[-1]
+    assert status == 1 and "  [FAIL] managed_tensor_allocator: what differs" in out
+    assert last.startswith("verdict: FAILED: 1 check ([FAIL] above: managed_tensor_allocator); next: "), last
+    assert last.endswith("report this output at https://github.com/torch-dlpack-bridge/torch_dlpack_bridge/issues")
+    if torch_dlpack_bridge._native_capsule() is not None:
+        assert "set TORCH_DLPACK_BRIDGE_PREFER=torch to use torch's own table meanwhile" in last
+
+
+def test_an_unexpected_error_still_ends_with_a_verdict(main_job, monkeypatch):
+    import torch_dlpack_bridge.__main__ as main
+
+    def broken():
+        raise RuntimeError("a bug\nsecond line")
+
+    monkeypatch.setattr(main, "quick_timing", broken)
+    status, out, err = main_job()
+    assert status == 1 and "Traceback" in err
+    assert out.splitlines()[-1].startswith("verdict: FAILED: RuntimeError: a bug (traceback above); next: report"), out
+
+
+def test_a_table_that_cannot_load_gives_the_failing_verdict_and_status_1(uncovered):  # noqa: F811
+    """The real command in a new process, where the library cannot load: a torch no shipped library covers, an
+    empty cache and building forbidden."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DLPACK_BRIDGE_", "PYTHONPATH"))}
+    result = subprocess.run([sys.executable, "-m", "torch_dlpack_bridge"], capture_output=True, text=True,
+                            env=dict(env, **uncovered, TORCH_DLPACK_BRIDGE_BUILD="0"),
+                            cwd=os.path.dirname(sys.executable), timeout=300)
+    assert result.returncode == 1, result
+    assert "TORCH_DLPACK_BRIDGE_BUILD=0 forbids" in result.stderr, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        "verdict: FAILED: the table library could not be loaded; next: the message above says why and what to do, "
+        "then run `python -m torch_dlpack_bridge` again"), result.stdout
+

@@ -1,5 +1,17 @@
-"""``python -m torch_dlpack_bridge``: status, a self-check of every table function (on CPU, then on every device
-torch reports: _self_check), and a quick timing with the machine's load beside it.
+"""``python -m torch_dlpack_bridge``: status (which table consumers get, and why), a self-check of every table
+function (on CPU, then on every device torch reports: _self_check), a quick timing with the machine's load
+beside it, and one verdict line last.
+
+The verdict, and the exit status with it:
+
+- ``verdict: works: ...``, status 0: every check passed or did not apply (``[n/a]``: torch cannot do it on
+  that device either); the line names the table kernel libraries get from ``torch.Tensor``.
+- ``verdict: FAILED: N checks ([FAIL] above: ...); next: ...``, status 1: a check failed; next, report the
+  output (and, where torch has a table of its own, ``TORCH_DLPACK_BRIDGE_PREFER=torch`` uses it meanwhile).
+- ``verdict: FAILED: the table library could not be loaded; next: ...``, status 1: the reason and its fix are
+  on stderr just before it.
+- ``verdict: FAILED: <error> (traceback above); next: ...``, status 1: an unexpected error of this package.
+- status 2, no verdict: a command line argparse refuses.
 
 ``python -m torch_dlpack_bridge --includes`` prints the compiler flag for the consumer headers;
 ``python -m torch_dlpack_bridge bench`` runs a short version of the benchmark suite (benchmarks/);
@@ -12,11 +24,13 @@ _loader.left_to_main), which loads it once it has read its arguments.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import statistics
 import sys
 import timeit
-from typing import List, Sequence
+import traceback
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
@@ -35,12 +49,9 @@ def status() -> None:
     print(f"torch {torch.__version__}; torch_dlpack_bridge {bridge.__version__}, table library {origin}, built "
           f"against torch {info['torch_version']} (C++11 ABI {info['cxx11_abi']}, {python}gcc {info['compiler']}, "
           f"DLPack {info['dlpack_version'][0]}.{info['dlpack_version'][1]})\n  {info['library']}")
-    native = bridge._native_capsule()
-    print(f"torch's own table: {'present' if native is not None else 'absent (this project fills the gap)'}")
-    for name, provider in bridge.active_provider().items():
-        print(f"  torch.Tensor.{name} -> {provider}")
-    print(consumers_get(bridge.active_provider()[bridge.CAPSULE_ATTR], native is not None))
-    print(at_import_torch(info["origin"], native is not None))
+    has_native = bridge._native_capsule() is not None
+    print("\n".join(table_lines(bridge.active_provider(), has_native)))
+    print(at_import_torch(info["origin"], has_native))
 
 
 def at_import_torch(origin: str, has_native: bool) -> str:
@@ -49,7 +60,7 @@ def at_import_torch(origin: str, has_native: bool) -> str:
         return "at `import torch`: nothing (TORCH_DLPACK_BRIDGE_AUTOLOAD=0); `import torch_dlpack_bridge` publishes"
     if origin in ("shipped", "cache", "build"):
         where = "installed with the package" if origin == "shipped" else "in the cache"
-        return f"at `import torch`: the hook publishes this table (its library is {where})"
+        return f"at `import torch`: the hook does the same in every process (this project's library is {where})"
     if has_native:
         return ("at `import torch`: the hook keeps torch's own table (the cache cannot be used, and a build for "
                 f"each process would cost more than it saves); set {_loader.CACHE_ENV} to a folder of yours, "
@@ -71,14 +82,35 @@ def build() -> int:
     return 0
 
 
-def consumers_get(provider, has_native: bool) -> str:
-    """One line: which table consumers get, and how to switch."""
-    if provider == "torch_dlpack_bridge":
-        switch = (f"; to keep torch's own: {bridge.PREFER_ENV}=torch or torch_dlpack_bridge.install(prefer='torch')"
-                  if has_native else "")
-        return f"consumers get this project's table{switch}"
-    return (f"consumers get {provider or 'no'} table; to use this project's: "
-            f"{bridge.PREFER_ENV}=bridge or torch_dlpack_bridge.install()")
+TABLES = {"torch_dlpack_bridge": "this project's table", "torch": "torch's own table",
+          "other": "another library's table", None: "no table"}
+
+
+def consumers_get(providers: Dict[str, Optional[str]]) -> str:
+    """What a consumer that looks on torch.Tensor gets: one table's name, or each name's table when they differ."""
+    if len(set(providers.values())) == 1:
+        return TABLES[next(iter(providers.values()))]
+    return ", ".join(f"{TABLES[provider]} under {name}" for name, provider in providers.items())
+
+
+def table_lines(providers: Dict[str, Optional[str]], has_native: bool) -> List[str]:
+    """Which table consumers get (what torch.Tensor's two names lead to), why, and how to switch."""
+    names = " and ".join(providers)
+    lines = [f"consumers get {consumers_get(providers)} (torch.Tensor.{names})"]
+    use_ours = f"to use this project's: {bridge.PREFER_ENV}=bridge or torch_dlpack_bridge.install()"
+    torch_minor = ".".join(torch.__version__.split(".")[:2])
+    if set(providers.values()) == {"torch_dlpack_bridge"} and has_native:
+        lines += [f"  why: torch {torch_minor} has a table of its own, and this project's replaces it by default: "
+                  f"faster (the quick timing below), and it refuses the conj and neg views torch's exports as if plain",
+                  f"  to keep torch's own: {bridge.PREFER_ENV}=torch or torch_dlpack_bridge.install(prefer='torch')"]
+    elif set(providers.values()) == {"torch_dlpack_bridge"}:
+        lines.append(f"  why: torch {torch_minor} has no table of its own")
+    elif set(providers.values()) == {"torch"}:
+        lines += [f"  why: {bridge.PREFER_ENV}=torch (or install(prefer='torch')) keeps torch's own", f"  {use_ours}"]
+    else:
+        lines += ["  why: something other than this package set them after it (another library, or uninstall())",
+                  f"  {use_ours}"]
+    return lines
 
 
 def load_average() -> str:
@@ -126,12 +158,33 @@ def quick_timing() -> None:
           f"`python -m torch_dlpack_bridge bench` and benchmarks/RESULTS.md measure at length.")
 
 
+def issues_page() -> str:
+    """Where to report a failure: the Issues address in the installed distribution's metadata."""
+    try:
+        urls = importlib.metadata.metadata("torch_dlpack_bridge").get_all("Project-URL") or []
+    except importlib.metadata.PackageNotFoundError:  # the checkout on sys.path, never installed
+        urls = []
+    return next((url.split(", ", 1)[1] for url in urls if url.startswith("Issues, ")), "the project's issue tracker")
+
+
+def verdict(failed: Sequence[str], consumers: str, has_native: bool) -> str:
+    """The last line: it works, and what that means; or what failed, and what to do next."""
+    if not failed:
+        return (f"verdict: works: every check of this project's table passed (an [n/a] is what torch cannot do there "
+                f"either), and kernel libraries that look the table up on torch.Tensor (tvm-ffi, kernels built with "
+                f"this project's headers) get {consumers}")
+    meanwhile = f"set {bridge.PREFER_ENV}=torch to use torch's own table meanwhile, and " if has_native else ""
+    return (f"verdict: FAILED: {len(failed)} check{'s' if len(failed) > 1 else ''} ([FAIL] above: "
+            f"{', '.join(failed)}); next: {meanwhile}report this output at {issues_page()}")
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line: options of the status run, and one subparser per subcommand (`dest="command"`;
     `bench` passes what follows it to the benchmark's own parser)."""
     top = argparse.ArgumentParser(prog="python -m torch_dlpack_bridge",
-                                  description="Status, a self-check of every table function, and a quick timing; "
-                                              "or one of the subcommands.")
+                                  description="Status, a self-check of every table function, a quick timing, and a "
+                                              "verdict last (exit status 0: it works; 1: what failed, and what to "
+                                              "do next); or one of the subcommands.")
     top.add_argument("--includes", action="store_true", help="print the -I flag for the consumer headers")
     top.add_argument("--cmake-dir", action="store_true",
                      help="print the directory of torch_dlpack_bridgeConfig.cmake (for find_package)")
@@ -169,6 +222,9 @@ def main(argv: List[str]) -> int:
         return 0
     except ImportError as error:
         print(error, file=sys.stderr)
+        if args.command is None:
+            print("verdict: FAILED: the table library could not be loaded; next: the message above says why and what "
+                  "to do, then run `python -m torch_dlpack_bridge` again")
         return 1
     if args.command == "build":
         return build()
@@ -176,13 +232,20 @@ def main(argv: List[str]) -> int:
         from torch_dlpack_bridge import _bench
 
         return _bench.main(args.args)
-    status()
-    print("\nself-check (this project's table, called from C; no kernel is launched):")
-    lines, ok = _self_check.report(bridge.exchange_api())
-    print("\n".join(lines))
-    print("\nquick timing:")
-    quick_timing()
-    return 0 if ok else 1
+    try:
+        status()
+        print("\nself-check (this project's table, called from C; no kernel is launched):")
+        lines, failed = _self_check.report(bridge.exchange_api())
+        print("\n".join(lines))
+        print("\nquick timing:")
+        quick_timing()
+    except Exception as error:  # a bug of this package: the traceback, then still a verdict
+        traceback.print_exc()
+        print(f"\nverdict: FAILED: {type(error).__name__}: {_self_check.first_line(error)} (traceback above); "
+              f"next: report this output at {issues_page()}")
+        return 1
+    print("\n" + verdict(failed, consumers_get(bridge.active_provider()), bridge._native_capsule() is not None))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

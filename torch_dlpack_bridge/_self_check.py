@@ -308,15 +308,17 @@ def ours_stream(api, dl_device) -> str:
         return f"{type(e).__name__}: {first_line(e)}"
 
 
-def report(api) -> Tuple[List[str], bool]:
-    """The self-check's lines (CPU, then each device), and whether every check passed or did not apply."""
-    lines, ok = [], True
+def report(api) -> Tuple[List[str], List[str]]:
+    """The self-check's lines (CPU, then each device), and the checks that failed (none: every check passed or
+    did not apply)."""
+    lines: List[str] = []
+    failed: List[str] = []
 
     def add(prefix: str, results: List[Result]) -> None:
-        nonlocal ok
         for name, status, detail in results:
             lines.append(f"  [{status}] {prefix}{name}: {detail}")
-            ok = ok and status != FAIL
+            if status == FAIL:
+                failed.append(prefix + name)
 
     add("", cpu_checks(api))
     kinds = device_types()
@@ -329,4 +331,4 @@ def report(api) -> Tuple[List[str], bool]:
         for index in range(checked):
             device = torch.device(kind, index)
             add(f"{device} ", device_checks(api, device, pinned=index == 0 and kind == "cuda"))
-    return lines, ok
+    return lines, failed

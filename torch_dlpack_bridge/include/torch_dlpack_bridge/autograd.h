@@ -10,37 +10,40 @@
  *    ("a leaf Variable that requires grad is being used in an in-place operation"); any other because torch
  *    records its own in-place op in the graph and a kernel's write it cannot record: the gradient would be that
  *    of the values before;
- *  - under torch.no_grad() or torch.inference_mode() (an optimizer's step), a tensor that requires grad: written;
+ *  - under `torch.no_grad()` or `torch.inference_mode()` (an optimizer's step), a tensor that requires grad:
+ *    written;
  *  - an inference tensor: written. torch refuses its own in-place ops on one outside inference mode, but it has
  *    no version counter and torch refuses to save it for backward, so no gradient can depend on its values.
  *
  * Every written tensor's version counter is bumped once, as torch's in-place operations bump it
- * (torch.autograd.graph.increment_version), whether or not it requires grad: `.detach()` and views share the
+ * (`torch.autograd.graph.increment_version`), whether or not it requires grad: `.detach()` and views share the
  * counter, so a backward that saved `w` raises "modified by an inplace operation" after a kernel wrote
- * `w.detach()`, as after `w.detach().mul_(5)`. Two steps, so that a refused call changes nothing:
- *  - the decision (autograd_refuses_write) while the binding library tries overloads: it has no effect;
- *  - the bump (commit_write) once the kernel is chosen: a caster's conversion to the argument, which pybind11
- *    and nanobind make for the chosen overload only, right before the body (pybind11.h, nanobind.h; a
- *    std::optional or std::vector of written tensors bumps each element when the container is converted); or
- *    tdb::Tensor's checking constructor, which a kernel calls in its body (the raw CPython flavour).
+ * `w.detach()`, as after `w.detach().mul_(5)`. A refused call changes nothing: the binding library asks whether a
+ * tensor may be written while it tries overloads, and the counter is bumped only once it has chosen one, when it
+ * converts the argument for the body (each element of a `std::optional` or `std::vector` of written tensors
+ * then too); in the raw CPython flavour, tdb::Tensor's checking constructor, which the kernel calls, bumps it.
  *
- * Cost, per written parameter: for a torch.Tensor or nn.Parameter, a few instructions inline: torch_dlpack_bridge
- * publishes on torch.Tensor where the TensorImpl, its autograd meta and its version counter lie in such an object
- * (TDB_AUTOGRAD_LAYOUT_ATTR, checked by the table library on tensors of its own), so that no autograd meta means
- * "does not require grad" without a call, and the bump is a relaxed load and store of the counter (torch's atomic
- * increment costs about 5 ns, as much as the rest of the parameter; the counter only has to change, which it
- * does unless another thread writes the same tensor at the same moment, a race on its data anyway). Tensors with
- * autograd meta ask the C function TDB_AUTOGRAD_PROBE_ATTR (requires_grad as torch's in-place operations read it,
- * the C++ flag); without the layout, TDB_VERSION_BUMP_ATTR bumps. All are found with the exchange table, in the
- * same per-type cache lookup as the view's table (table.h), and need no GIL. Where the probe answers "unknown" (a
- * subclass: it may answer through its own __torch_function__) or the type has none (the package not imported
- * before the type's first use): one attribute read (`requires_grad`, no exception when there is none), about
- * 40 ns for a torch.Tensor, microseconds for a subclass with its own __torch_function__; and the bump is
- * torch.autograd.graph.increment_version called from C (taking the GIL if a call guard released it). Another
- * framework's tensor (a NumPy array, any object that is no torch.Tensor: a real subtype check against torch.Tensor
- * once torch is imported, is_torch_tensor()) is written without a question or a bump, and torch is never imported
- * for it. The rest runs only for tensors that require grad.
+ * Cost, per written parameter: a few instructions inline for a `torch.Tensor` or `nn.Parameter` once
+ * torch_dlpack_bridge is imported; otherwise one read of its `requires_grad` attribute, about 40 ns for a
+ * `torch.Tensor` and microseconds for a subclass with its own `__torch_function__`, and a call of
+ * `torch.autograd.graph.increment_version`. Another framework's tensor (a NumPy array, any object that is no
+ * `torch.Tensor`) is written without a question or a bump, and torch is never imported for it. The rest runs
+ * only for tensors that require grad.
  */
+// How (for maintainers: not in the reference). The decision is detail::autograd_refuses_write, the bump
+// detail::commit_write. torch_dlpack_bridge publishes on torch.Tensor where the TensorImpl, its autograd meta and
+// its version counter lie in such an object (TDB_AUTOGRAD_LAYOUT_ATTR, checked by the table library on tensors
+// of its own), so that no autograd meta means "does not require grad" without a call, and the bump is an atomic
+// increment of the counter, as torch's own in-place operations make it: every view of a base shares one counter,
+// so threads that write disjoint views of it (no race on the data) bump one counter at once, and only an
+// increment neither loses a bump nor takes the counter back. Tensors with autograd meta ask the C function
+// TDB_AUTOGRAD_PROBE_ATTR (requires_grad as torch's in-place operations read it, the C++ flag); without the
+// layout, TDB_VERSION_BUMP_ATTR bumps. All are found with the exchange table, in the same per-type cache lookup as the
+// view's table (table.h), and need no GIL. Where the probe answers "unknown" (a subclass: it may answer through
+// its own __torch_function__) or the type has none (the package not imported before the type's first use), the
+// attribute is read (no exception when there is none) and torch.autograd.graph.increment_version is called from
+// C (taking the GIL if a call guard released it). A torch.Tensor is told from other objects by a real subtype
+// check against torch.Tensor once torch is imported (detail::is_torch_tensor).
 #ifndef TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
 #define TORCH_DLPACK_BRIDGE_AUTOGRAD_H_
 
@@ -105,15 +108,13 @@ TDB_ALWAYS_INLINE inline bool has_autograd_meta(const TDBAutogradLayout& layout,
   return field_at(field_at(obj, layout.impl_offset), layout.autograd_meta_offset) != nullptr;
 }
 /*!
- * \brief Bumps the version counter of obj, described by `layout`, as the table library's bump does (a relaxed
- * load and store; nothing for an inference tensor, which has no counter). The TensorImpl and its counter are read
- * at the time of the bump, so whatever happened to obj since the decision is seen.
+ * \brief Bumps the version counter of obj, described by `layout`, as the table library's bump does (an atomic
+ * increment; nothing for an inference tensor, which has no counter). The TensorImpl and its counter are read at the
+ * time of the bump, so whatever happened to obj since the decision is seen.
  */
 TDB_ALWAYS_INLINE inline void bump_described(const TDBAutogradLayout& layout, PyObject* obj) noexcept {
-  if (char* counter = field_at(field_at(obj, layout.impl_offset), layout.version_counter_offset)) {
-    auto* version = reinterpret_cast<std::atomic<uint32_t>*>(counter + layout.version_offset);
-    version->store(version->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  if (char* counter = field_at(field_at(obj, layout.impl_offset), layout.version_counter_offset))
+    reinterpret_cast<std::atomic<uint32_t>*>(counter + layout.version_offset)->fetch_add(1, std::memory_order_relaxed);
 }
 /*! \brief bump_described() when `layout` describes obj (true), else nothing (false). */
 TDB_ALWAYS_INLINE inline bool bump_inline(const TDBAutogradLayout& layout, PyObject* obj) noexcept {

@@ -1,19 +1,23 @@
 /*!
  * \file torch_dlpack_bridge/call.h
- * \brief What a call of a function that `tdb::explain_refusals` wrapped leaves on its thread while the binding
- *        library resolves it: the tensors exported through `__dlpack__`, kept so that each producer is asked once
- *        per call however many overloads and passes try it (and so that a refusal can be worded from them), and
- *        the exceptions with which producers refused. refusals.h reads and ends them.
+ * \brief The record that a call of a function wrapped by `tdb::explain_refusals` owns while the binding library
+ *        resolves it (refusals.h opens and ends it).
  *
- * How an entry finds its call: every entry goes into its thread's log, stamped with the next value of a counter
- * of this module (call_stamp()). The wrapper reads the counter before it dispatches; when the call ends, the
- * entries its thread made since are the call's own: calls nest on a thread, and a call made meanwhile (by a
- * converter, a `__dlpack__`, a body) removed its own entries when it ended. A call that opens while another is
- * open (here or on another thread) or an export is kept pushes a barrier on its thread's log, so that it lends
- * none of the entries made before it (enter_call()); a call that opens alone says only which thread it is on.
- * Entries are made only inside a wrapped call of their thread (in_call()): a function defined after
- * `explain_refusals` keeps nothing once it returns. So an accepted call that made no entry reads the counters and
- * counts itself in and out: it never reads a thread-local unless another call is open.
+ * The design in one paragraph. The wrapper puts a CallRecord on its own stack and makes it its thread's innermost
+ * record: a thread-local pointer, put back as it was when the call returns or raises, so no later call can find the
+ * record, and nothing in it is shared with another thread (no lock, no atomic). Casters write only to their thread's
+ * innermost record, and only while it is open: from the dispatch until a tdb caster converts its argument for a body
+ * (body_starts(); an item that a tdb container converts as it loads does not count), and never while a caster runs a
+ * producer's Python code (`__dlpack__`). So a call made from a body or a producer either opens a record of its own
+ * (wrapped) or finds none open and keeps nothing (a function defined after `explain_refusals`, a module without it, a
+ * plain caster). What the record keeps: the tensors exported through `__dlpack__`, lent to every overload and pass so
+ * that each producer is asked once per call; the producers' refusals, to word the TypeError and so that a refusing
+ * producer is not asked again; and the first exception that was not a refusal, which the call ends with (nanobind.h: a
+ * nanobind caster cannot raise it). All of it is released when the record is destroyed, as the call ends. Two gaps are
+ * left: the body of an overload with no tdb parameter, chosen after another overload's casters exported a tensor, runs
+ * with the record open; and an item that a container of the binding library's own converts as it loads (a
+ * std::variant's, a std::tuple's, pybind11's std::vector of tdb::TensorView) closes the record early, so later items
+ * and overloads ask their producers again.
  *
  * Included by view.h; a kernel author never includes it directly.
  */
@@ -25,8 +29,7 @@
 #endif
 #include <Python.h>
 
-#include <atomic>
-#include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -37,216 +40,152 @@
 namespace tdb {
 namespace detail {
 
-/*! \brief A producer's refusal of `obj` in one call: its exception, which words the refusal if the call fails. */
+/*! \brief A producer's refusal of `obj`: its exception, which words the refusal if the call fails. */
 struct Noted {
-  PyObject* obj;          //!< owned: the argument or item
-  const char* param;      //!< the parameter's type as signatures show it (static text)
-  PyObject* error;        //!< owned: the producer's exception
-  uint64_t stamp;         //!< call_stamp() when it was noted
-  Noted(PyObject* o, const char* p, PyObject* e, uint64_t s) noexcept : obj(o), param(p), error(e), stamp(s) {
-    Py_INCREF(o);
-  }
-  Noted(Noted&& o) noexcept : obj(o.obj), param(o.param), error(o.error), stamp(o.stamp) { o.obj = o.error = nullptr; }
-  Noted(const Noted&) = delete;
-  Noted& operator=(const Noted&) = delete;
-  Noted& operator=(Noted&&) = delete;
-  ~Noted() {
-    Py_XDECREF(obj);
-    Py_XDECREF(error);
-  }
+  PyObject* obj;      //!< owned: the argument or item
+  const char* param;  //!< the parameter's type as signatures show it (static text)
+  PyObject* error;    //!< owned: the producer's exception
 };
 
-/*! \brief A tensor exported through `obj.__dlpack__()` during a call, lent to every caster of that call. */
-struct Exported {
-  PyObject* obj;          //!< owned
-  uint64_t stamp;
-  ManagedTensor tensor;   //!< released when the call ends
-};
-
-/*!
- * \brief One thread's entries, oldest first (so their stamps increase), and the barriers of the wrapped calls open
- * on it that are not alone (see enter_call()): a call sees only the entries above its barrier.
- */
-struct CallLog {
+/*! \brief What a record keeps, made at its first entry (an accepted call through tables makes none). */
+struct Entries {
   std::vector<Noted> notes;
-  std::vector<Exported> exports;
-  std::unordered_map<PyObject*, std::vector<size_t>> exported;  //!< obj -> its entries in `exports`, oldest first
-  std::vector<uint64_t> barriers;                               //!< their stamps, innermost last
-  CallLog() = default;
-  CallLog(const CallLog&) = delete;
-  CallLog& operator=(const CallLog&) = delete;
-  /*! \brief At the thread's end: left to leak if Python cannot take the references back here (no GIL). */
-  ~CallLog();
+  std::unordered_map<PyObject*, ManagedTensor> exported;  //!< owned keys: each object's `__dlpack__` export
+  PyObject* failure = nullptr;                            //!< owned: the first exception that was not a refusal
+  Entries() = default;
+  Entries(const Entries&) = delete;
+  Entries& operator=(const Entries&) = delete;
+  ~Entries() {  // with the GIL: the wrapper's thread holds it
+    for (Noted& n : notes) {
+      Py_DECREF(n.obj);
+      Py_XDECREF(n.error);
+    }
+    for (auto& e : exported) {
+      e.second.reset();  // the producer's deleter, before its object may go
+      Py_DECREF(e.first);
+    }
+    Py_XDECREF(failure);
+  }
 };
 
-/*! \brief The counter that stamps entries: any change during a call means some thread made one. */
-TDB_MODULE_LOCAL inline std::atomic<uint64_t>& call_stamp() {
-  static std::atomic<uint64_t> stamp{0};
-  return stamp;
-}
-/*! \brief How many wrapped calls of this module are open, plus how many exports its logs keep, on any thread. */
-TDB_MODULE_LOCAL inline std::atomic<long>& busy() {
-  static std::atomic<long> count{0};
-  return count;
-}
-/*! \brief The thread whose wrapped call opened alone (busy() was 0), or nullptr: that call has no barrier. */
-TDB_MODULE_LOCAL inline std::atomic<const void*>& alone_thread() {
-  static std::atomic<const void*> thread{nullptr};
-  return thread;
+struct CallRecord;
+/*! \brief This thread's innermost record (nullptr: no wrapped call of this module is open on it). */
+TDB_MODULE_LOCAL inline CallRecord*& innermost() {
+  static thread_local CallRecord* record = nullptr;
+  return record;
 }
 
-/*!
- * \brief Adds `delta` to `count`. With a GIL a call starts and returns holding it, and the casters hold it, so a
- * plain load and store are enough (an atomic increment would cost more than the rest of the wrapper).
- */
-template <class T>
-TDB_ALWAYS_INLINE inline T add(std::atomic<T>& count, T delta) noexcept {
-#ifdef Py_GIL_DISABLED
-  return count.fetch_add(delta, std::memory_order_relaxed) + delta;
-#else
-  const T value = count.load(std::memory_order_relaxed) + delta;
-  count.store(value, std::memory_order_relaxed);
-  return value;
-#endif
-}
-/*! \cond INTERNAL */
-#if defined(__has_builtin) && (defined(__x86_64__) || defined(__aarch64__))
-#if __has_builtin(__builtin_thread_pointer)
-#define TDB_THREAD_POINTER 1  // the thread pointer register: one instruction
-#endif
-#endif
-/*! \endcond */
-/*! \brief This thread, told apart from the others in one instruction where the compiler can. */
-TDB_ALWAYS_INLINE inline const void* this_thread() noexcept {
-#ifdef TDB_THREAD_POINTER
-  return __builtin_thread_pointer();
-#else
-  return reinterpret_cast<const void*>(static_cast<uintptr_t>(PyThread_get_thread_ident()));
-#endif
-}
-/*! \brief This thread's log (made at its first entry). */
-TDB_MODULE_LOCAL inline CallLog& call_log() {
-  static thread_local CallLog log;
-  return log;
-}
-
-/*!
- * \brief Removes the entries of `log` stamped after `since` (0: all), releasing their references and exports,
- * and the barriers. Never throws; keeps any Python exception set.
- */
-inline void forget_since(CallLog& log, uint64_t since) noexcept {
-  while (!log.notes.empty() && log.notes.back().stamp > since) log.notes.pop_back();
-  while (!log.exports.empty() && log.exports.back().stamp > since) {
-    Exported& e = log.exports.back();
-    const auto found = log.exported.find(e.obj);
-    if (found != log.exported.end() && !found->second.empty()) found->second.pop_back();
-    if (found != log.exported.end() && found->second.empty()) log.exported.erase(found);
-    e.tensor.reset();  // the producer's deleter (keeps the error indicator)
-    Py_DECREF(e.obj);
-    log.exports.pop_back();
-    add(busy(), -1L);
+/*! \brief A wrapped call's record (see the file comment): innermost on its thread from construction to destruction. */
+struct CallRecord {
+  CallRecord* const outer;  //!< the record it hides (an enclosing wrapped call's), put back at its end
+  bool open = true;
+  int loading = 0;  //!< tdb containers loading their items (ItemsLoad): an item's conversion is not a body's
+  std::unique_ptr<Entries> entries;
+  CallRecord() noexcept : outer(innermost()) { innermost() = this; }
+  ~CallRecord() { innermost() = outer; }
+  CallRecord(const CallRecord&) = delete;
+  CallRecord& operator=(const CallRecord&) = delete;
+  /*! \brief Its entries, made if need be (throws std::bad_alloc). */
+  Entries& keep() {
+    if (!entries) entries.reset(new Entries());
+    return *entries;
   }
-  while (!log.barriers.empty() && log.barriers.back() > since) log.barriers.pop_back();
+};
+
+/*! \brief The record casters may write to now: the innermost, if open, else nullptr. */
+inline CallRecord* open_record() noexcept {
+  CallRecord* r = innermost();
+  return r && r->open ? r : nullptr;
 }
 
-inline CallLog::~CallLog() {
-  if (!Py_IsInitialized() || !PyGILState_Check()) {  // a thread's end without its thread state: leak, never crash
-    for (Noted& n : notes) n.obj = n.error = nullptr;
-    for (Exported& e : exports) e.tensor.release();
-    return;
+/*! \brief A tdb caster converts its argument for a body: the call's record closes (see the file comment). */
+TDB_ALWAYS_INLINE inline void body_starts() noexcept {
+  CallRecord* r = innermost();
+  if (r && !r->loading) r->open = false;
+}
+/*! \brief While a tdb container's caster loads its items, which the binding library converts as it goes. */
+struct ItemsLoad {
+  CallRecord* const record = innermost();
+  ItemsLoad() noexcept {
+    if (record) ++record->loading;
   }
-  forget_since(*this, 0);
-}
-
-/*! \brief The next stamp. */
-inline uint64_t next_stamp() noexcept { return add(call_stamp(), uint64_t{1}); }
-
-/*! \brief Out of line, for enter_call(): the barrier of a call that is not alone. */
-TDB_NOINLINE inline void push_barrier() noexcept {
-  try {
-    call_log().barriers.push_back(next_stamp());
-  } catch (...) {  // out of memory: the call lends nothing (in_call() is false on this thread)
+  ~ItemsLoad() {
+    if (record) --record->loading;
   }
-}
-/*!
- * \brief A wrapped call starts: counted in busy(), and true when it is alone (no other open, on any thread, and no
- * export kept); when it is not, a barrier is pushed on this thread's log, so that the call lends none of the
- * entries made before it (an enclosing call's export of an object that has changed since). Calls nest on a thread:
- * the barrier goes with the call's entries when it ends (forget_since()). A call that is alone only says which
- * thread it is on.
- */
-TDB_ALWAYS_INLINE inline bool enter_call() noexcept {
-  const bool alone = add(busy(), 1L) == 1;
-  if (alone) alone_thread().store(this_thread(), std::memory_order_relaxed);
-  else push_barrier();
-  return alone;
-}
-/*! \brief A wrapped call ends: counted out (its entries are removed by forget_since()); one that opened alone
- *  clears alone_thread() (on a free-threaded build two calls may both have opened alone: each then lends nothing). */
-TDB_ALWAYS_INLINE inline void end_call(bool alone) noexcept {
-  add(busy(), -1L);
-  if (alone) alone_thread().store(nullptr, std::memory_order_relaxed);
-}
-/*! \brief Whether a wrapped call of this module is open on this thread (the entries made now are its own). */
-inline bool in_call(const CallLog& log) noexcept {
-  return !log.barriers.empty() || alone_thread().load(std::memory_order_relaxed) == this_thread();
-}
+  ItemsLoad(const ItemsLoad&) = delete;
+  ItemsLoad& operator=(const ItemsLoad&) = delete;
+};
 
 /*!
- * \brief Notes that the producer of `obj` refused it for parameter type `param` with `error` (owned: taken), while
- * a wrapped call is open on this thread; drops `error` otherwise. Never throws.
+ * \brief Notes that the producer of `obj` refused it for parameter type `param` with `error` (owned: taken), in the
+ * open record; drops `error` when none is open. Never throws.
  */
 inline void note_refusal(PyObject* obj, const char* param, PyObject* error) noexcept {
-  try {
-    CallLog& log = call_log();
-    if (in_call(log)) {
-      log.notes.emplace_back(obj, param, error, next_stamp());
+  if (CallRecord* r = open_record()) {
+    try {
+      r->keep().notes.push_back(Noted{obj, param, error});
+      Py_INCREF(obj);
       return;
+    } catch (...) {  // out of memory: one line fewer
     }
-  } catch (...) {  // out of memory: one line fewer
   }
   Py_XDECREF(error);
 }
 
-/*! \brief The export of `obj` that the innermost wrapped call on this thread keeps (lent_export()), or nullptr. */
-inline const DLManagedTensorVersioned* kept_export(PyObject* obj) {
-  CallLog& log = call_log();
-  const auto found = log.exported.find(obj);
-  if (found == log.exported.end() || found->second.empty()) return nullptr;
-  const Exported& e = log.exports[found->second.back()];
-  return log.barriers.empty() || e.stamp > log.barriers.back() ? e.tensor.get() : nullptr;
+/*!
+ * \brief Keeps `exc` (owned: taken), an exception that was not a refusal, as the open record's failure (the first
+ * one wins): the call ends with it. False, leaving `exc` to the caller, when no record is open.
+ */
+inline bool keep_failure(PyObject* exc) noexcept {
+  CallRecord* r = open_record();
+  if (!r) return false;
+  try {
+    Entries& e = r->keep();
+    if (e.failure) Py_DECREF(exc);
+    else e.failure = exc;
+  } catch (...) {  // out of memory: the call's own MemoryError will do
+    Py_DECREF(exc);
+  }
+  return true;
+}
+
+/*! \brief The export of `obj` that the innermost record keeps, or nullptr (refusals.h words refusals with it). */
+inline const DLManagedTensorVersioned* kept_export(PyObject* obj) noexcept {
+  CallRecord* r = innermost();
+  if (!r || !r->entries) return nullptr;
+  const auto found = r->entries->exported.find(obj);
+  return found == r->entries->exported.end() ? nullptr : found->second.get();
 }
 
 /*!
- * \brief For the casters: `obj` exported through `__dlpack__` once per wrapped call, lent (the call's log owns
- * it until the call ends), or nullptr when no wrapped call of this module is open on this thread (the caller
- * exports and owns the tensor itself). Throws the producer's error, as ManagedTensor::from_python() does; a
- * refusal that the producer raised earlier in the call is raised again without asking it.
+ * \brief For the casters: `obj` exported through `__dlpack__` once per wrapped call, lent (the record owns it until
+ * the call ends), or nullptr when no record is open (the caller exports and owns the tensor itself). Throws the
+ * producer's error, as ManagedTensor::from_python() does; a refusal that the producer raised earlier in the call is
+ * raised again without asking it.
  */
 inline const DLManagedTensorVersioned* lent_export(PyObject* obj, const char* name) {
-  if (busy().load(std::memory_order_relaxed) <= 0 || !in_call(call_log())) return nullptr;
+  CallRecord* r = open_record();
+  if (!r) return nullptr;
   if (const DLManagedTensorVersioned* kept = kept_export(obj)) return kept;
-  const CallLog& seen = call_log();  // a producer that refused in this call refuses again, unasked
-  for (auto n = seen.notes.rbegin(); n != seen.notes.rend(); ++n) {
-    if (!seen.barriers.empty() && n->stamp <= seen.barriers.back()) break;
-    if (n->obj != obj || !n->error) continue;
-    Py_INCREF(n->error);
-    restore_exception(n->error);  // as it was raised (named already)
+  for (size_t i = r->entries ? r->entries->notes.size() : 0; i-- > 0;) {  // a producer that refused: unasked
+    const Noted& n = r->entries->notes[i];
+    if (n.obj != obj || !n.error) continue;
+    Py_INCREF(n.error);
+    restore_exception(n.error);  // as it was raised (named already)
     throw Error::pending();
   }
-  ManagedTensor tensor = ManagedTensor::from_python(obj, nullptr, name);  // may run Python: no reference held
-  const DLManagedTensorVersioned* lent = tensor.get();
-  CallLog& log = call_log();
-  log.exports.push_back(Exported{obj, next_stamp(), std::move(tensor)});
-  Py_INCREF(obj);
-  add(busy(), 1L);
+  r->open = false;  // the producer's Python code: a call made there finds no open record
+  ManagedTensor tensor;
   try {
-    log.exported[obj].push_back(log.exports.size() - 1);
+    tensor = ManagedTensor::from_python(obj, nullptr, name);
   } catch (...) {
-    forget_since(log, log.exports.back().stamp - 1);  // out of memory: released here rather than kept unfound
+    r->open = true;
     throw;
   }
-  return lent;
+  r->open = true;
+  auto put = r->keep().exported.emplace(obj, std::move(tensor));
+  Py_INCREF(obj);
+  return put.first->second.get();
 }
 
 }  // namespace detail

@@ -180,7 +180,7 @@ inline bool plain_refusal(PyObject* exc) {
 
 /*!
  * \brief Throws the pending Python exception. A plain refusal (plain_refusal()) is re-raised as a new exception
- * of its type with `prefix` ("argument 'x': ", "output: ") before its message, the original as its __cause__;
+ * of its type with `prefix` ("argument 'x': ", "output: ") before its message, the original as its `__cause__`;
  * any other exception (an interrupt, MemoryError, SystemExit, a producer's own class) is re-raised as it is: the
  * same object, its type and attributes kept.
  */

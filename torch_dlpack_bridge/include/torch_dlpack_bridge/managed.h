@@ -123,7 +123,7 @@ class ManagedTensor {
   const DLTensor& dl() const { return t_->dl_tensor; }
   /*! \brief The held DLTensor, writable (e.g. to adjust a view before handing it on). Handle must be non-empty. */
   DLTensor& dl() { return t_->dl_tensor; }
-  /*! \brief The producer's table (static), or nullptr (empty handle, or a tensor taken through __dlpack__). */
+  /*! \brief The producer's table (static), or nullptr (empty handle, or a tensor taken through `__dlpack__`). */
   const DLPackExchangeAPI* api() const { return api_; }
   /*! \brief DLPACK_FLAG_BITMASK_* flags of the held tensor. */
   uint64_t flags() const { return t_ ? t_->flags : 0; }

@@ -13,7 +13,7 @@
  *  - `tdb::TensorView` (by value, `const&` or `&`): a non-owning view filled through the type's exchange
  *    table (or an owning export through `__dlpack__` for producers without one), valid during the call.
  *    Its name in error messages is "tensor": call `x.set_name("x")` to name it.
- *  - `tdb::ManagedTensor` (by value): an owning export (managed_tensor_from_py_object_no_sync or
+ *  - `tdb::ManagedTensor` (by value): an owning export (`managed_tensor_from_py_object_no_sync` or
  *    `__dlpack__`); the function owns it and its deleter runs when it is dropped.
  *  - `tdb::Tensor<float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cuda>` (typed parameters,
  *    torch_dlpack_bridge/tensor.h, included here; by value, `const&` or `&`): a TensorView whose dtype, rank,
@@ -30,12 +30,12 @@
  * listing every overload with its parameters' names (`nb::arg`) and constraints, and the arguments' types.
  * from_python() never throws and keeps nothing to raise later: nanobind's std::optional and list casters take
  * an element's value inside their own `noexcept` code, where a throwing value would end the process. Call
- * `tdb::explain_refusals(m)` at the end of NB_MODULE and that same TypeError also says which tensor argument each
+ * `tdb::explain_refusals(m)` at the end of `NB_MODULE` and that same TypeError also says which tensor argument each
  * overload refused, and why (refusals.h): ``overload 1: argument 'y': expected dtype float32, got float16``.
  *
  * Return values: a `tdb::OwnedTensor<float, tdb::ndim<2>>` (typed outputs, torch_dlpack_bridge/output.h,
  * included here) or a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
- * managed_tensor_to_py_object_no_sync (a torch.Tensor for `Out::empty_like(x)` with a torch x); a
+ * `managed_tensor_to_py_object_no_sync` (a `torch.Tensor` for `Out::empty_like(x)` with a torch x); a
  * `std::tuple` of them (with `#include <nanobind/stl/tuple.h>`) becomes a Python tuple:
  *
  * \code{.cpp}
@@ -180,11 +180,12 @@ TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
 /*!
  * \brief Makes every function of `m` with a tdb tensor parameter (its classes' methods and its submodules' functions
  * too) say why a tdb parameter refused a tensor when no overload takes a call: nanobind's TypeError, the same type and
- * listing, with one line per overload and refused tensor argument added (refusals.h). Call it at the end of NB_MODULE,
- * after the last `def` (a function defined later is not wrapped). The call is dispatched once either way: the reasons
- * are worded only for a refused call, by each parameter type's checks, and a producer without a table is asked
- * `__dlpack__` once per call; a call that is taken reads a counter twice and counts itself open. Any other function is
- * left as it is (nothing to explain: its calls cost what they did). Does nothing with the limited API (NB_STABLE_ABI).
+ * listing, with one line per overload and refused tensor argument added (refusals.h). Call it at the end of
+ * `NB_MODULE`, after the last `def` (a function defined later is not wrapped). The call is dispatched once either way:
+ * the reasons are worded only for a refused call, by each parameter type's checks, and a producer without a table is
+ * asked `__dlpack__` once per call; a call that is taken makes its record innermost and puts it back. Any other
+ * function is left as it is (nothing to explain: its calls cost what they did). Does nothing with the limited API
+ * (`NB_STABLE_ABI`).
  */
 inline void explain_refusals(nanobind::module_& m) {
 #if !defined(Py_LIMITED_API)
@@ -196,118 +197,92 @@ inline void explain_refusals(nanobind::module_& m) {
 
 namespace detail {
 
-/*!
- * \brief Where a tdb caster puts an exception that is not a refusal while a tdb container caster loads through
- * nanobind's own container caster (NanobindDeferred::load_holding): the container keeps it. nullptr: none open.
- */
-TDB_MODULE_LOCAL inline PyObject**& nanobind_mailbox() {
-  static thread_local PyObject** box = nullptr;
-  return box;
-}
+/*! \brief The name of the capsules that carry a failure through nanobind's cleanup list of a call. */
+constexpr const char kCarriedFailure[] = "torch_dlpack_bridge.failure";
 
 /*!
- * \brief An exception a caster kept for an overload that nanobind then gave up before converting it (another
- * argument did not convert in that pass): the next tdb caster asked about the same object in the same call (the
- * same cleanup list) takes it over instead of asking the producer again, so that the next overload or pass
- * raises it. This thread's only; owns its references; left behind only by a call that no overload took.
- */
-struct NanobindOrphan {
-  PyObject* exc = nullptr;
-  PyObject* obj = nullptr;
-  const void* call = nullptr;
-  void clear() noexcept {
-    Py_CLEAR(exc);
-    Py_CLEAR(obj);
-    call = nullptr;
-  }
-};
-TDB_MODULE_LOCAL inline NanobindOrphan& nanobind_orphan() {
-  static thread_local NanobindOrphan orphan;
-  return orphan;
-}
-
-/*!
- * \brief How a tdb caster raises an exception that is not a refusal (a KeyboardInterrupt or MemoryError from a
- * producer's `__dlpack__` or table): nanobind calls from_python from noexcept code (its std::optional, std::vector
- * and std::variant casters), where nothing may be thrown. So the caster keeps the exception and says it converted
- * (true), can_cast() says it cannot be used, and converting it (which nanobind does for the chosen overload, right
- * before the body) throws it as nanobind::python_error: the call raises that same exception object. Inside a tdb
- * container caster the exception goes to the container (nanobind_mailbox), which does the same; an overload that
- * nanobind gives up hands it to the next (NanobindOrphan). Inside another container of nanobind's own (a
- * std::variant, a std::tuple's item) the argument can only be refused: nanobind gives a caster no other way out.
+ * \brief How a tdb caster ends a call with an exception that is not a refusal (a KeyboardInterrupt, MemoryError,
+ * SystemExit or a producer's own, from `__dlpack__` or a table): nanobind calls from_python from noexcept code (its
+ * std::optional, std::vector, std::variant and std::tuple casters), where nothing may be thrown. So the exception is
+ * carried in nanobind's cleanup list of the call (a capsule: nanobind releases it when the dispatch ends, so it never
+ * outlives the call) and kept by the caster, which says it converted (true) while can_cast() says it cannot be used
+ * (a container of nanobind's own refuses the item). Every tdb caster that the dispatch runs after it (another overload
+ * or pass, a container around the item) takes the carried exception over instead of its argument, and converting
+ * any tdb argument (which nanobind does for the chosen overload, right before the body) throws it as
+ * nanobind::python_error: the call raises that same exception object, and no body with a tdb parameter runs. In a
+ * wrapped call the record keeps it too (call.h), so the call raises it even if nanobind chose an overload without a
+ * tdb parameter (after its body ran). Without `explain_refusals` such an overload's body runs and the exception is
+ * dropped with the call.
  */
 class NanobindDeferred {
  public:
   NanobindDeferred() = default;
   NanobindDeferred(const NanobindDeferred&) = delete;
   NanobindDeferred& operator=(const NanobindDeferred&) = delete;
-  ~NanobindDeferred() {
-    if (!raised_) return;
-    NanobindOrphan& orphan = nanobind_orphan();  // never converted: the next overload's caster takes it
-    orphan.clear();
-    Py_INCREF(from_);
-    orphan = NanobindOrphan{raised_, from_, call_};
-  }
+  ~NanobindDeferred() { Py_XDECREF(raised_); }
   /*! \brief false while an exception is kept: a container of nanobind's own refuses the item. */
   template <typename U>
   bool can_cast() const noexcept { return !raised_; }
 
  protected:
-  /*! \brief The exception an earlier overload's caster kept for `obj` in this call (a new reference), or nullptr. */
-  static PyObject* orphaned(PyObject* obj, const void* call) noexcept {
-    NanobindOrphan& orphan = nanobind_orphan();
-    if (!orphan.exc || orphan.obj != obj || orphan.call != call) return nullptr;
-    PyObject* exc = orphan.exc;
-    orphan.exc = nullptr;
-    orphan.clear();
-    return exc;
+  /*! \brief Remembers the call (nanobind's cleanup list) and takes over an exception carried in it: true then. */
+  bool take_carried(nanobind::detail::cleanup_list* call) noexcept {
+    call_ = call;
+    for (size_t i = 1; call && call->used() && i < call->size(); ++i) {
+      PyObject* c = (*call)[i];
+      const char* name = PyCapsule_CheckExact(c) ? PyCapsule_GetName(c) : nullptr;
+      if (!name || std::strcmp(name, kCarriedFailure) != 0) continue;
+      PyObject* exc = static_cast<PyObject*>(PyCapsule_GetPointer(c, kCarriedFailure));
+      Py_INCREF(exc);
+      Py_XDECREF(raised_);
+      raised_ = exc;
+      return true;
+    }
+    return false;
   }
   /*! \brief After fill_or_note() returned false: false for a refusal; true for another exception (left raised),
-   *  kept (or handed to the open mailbox: false, so nanobind's container stops there). */
-  bool refused_or_kept(PyObject* obj, const void* call) noexcept {
-    return PyErr_Occurred() && hold(fetch_exception(), obj, call);
-  }
-  /*! \brief Takes `exc` (a new reference), raised for `obj`: into the open mailbox (false), else kept (true). */
-  bool hold(PyObject* exc, PyObject* obj, const void* call) noexcept {
-    if (PyObject** box = nanobind_mailbox()) {
-      if (*box) Py_DECREF(exc);
-      else *box = exc;  // the first one is raised
-      return false;
-    }
+   *  now carried and kept (see the class comment). */
+  bool refused_or_kept(nanobind::detail::cleanup_list* call) noexcept {
+    if (!PyErr_Occurred()) return false;
     Py_XDECREF(raised_);
-    raised_ = exc;
-    from_ = obj;
-    call_ = call;
+    raised_ = fetch_exception();
+    Py_INCREF(raised_);
+    if (!keep_failure(raised_)) Py_DECREF(raised_);  // the wrapped call's record: raised whatever nanobind chooses
+    PyObject* carried = call ? PyCapsule_New(raised_, kCarriedFailure, [](PyObject* c) {
+      Py_DECREF(static_cast<PyObject*>(PyCapsule_GetPointer(c, kCarriedFailure)));
+    }) : nullptr;
+    if (carried) {
+      Py_INCREF(raised_);
+      call->append(carried);  // nanobind owns it now
+    }
+    PyErr_Clear();
     return true;
   }
-  /*! \brief For a container: runs `load` (nanobind's own container caster) with a mailbox open, and keeps what
-   *  an element left in it; an exception an earlier overload kept for `obj` is taken over without loading. */
+  /*! \brief For a container: runs `load` (nanobind's own container caster); an exception an item's caster carried
+   *  (or carried before) is kept by the container. */
   template <class F>
-  bool load_holding(PyObject* obj, const void* call, F&& load) noexcept {
-    if (PyObject* exc = orphaned(obj, call)) return hold(exc, obj, call);
-    PyObject* raised = nullptr;
-    PyObject**& box = nanobind_mailbox();
-    PyObject** outer = box;
-    box = &raised;
-    const bool loaded = load();
-    box = outer;
-    return raised ? hold(raised, obj, call) : loaded;
-  }
-  /*! \brief Throws the kept exception, if any, as itself (when the argument is converted). */
-  void raise_kept() {
-    if (!raised_) {
-      if (nanobind_orphan().exc) nanobind_orphan().clear();  // a call goes ahead: what an earlier one left is stale
-      return;
+  bool load_holding(nanobind::detail::cleanup_list* call, F&& load) noexcept {
+    if (take_carried(call)) return true;
+    bool loaded;
+    {
+      ItemsLoad items;  // the items' conversions are not a body's (call.h)
+      loaded = load();
     }
-    restore_exception(raised_);
+    return take_carried(call) || loaded;
+  }
+  /*! \brief Throws the kept exception, or one carried since, as itself; the call's record closes (call.h). */
+  void raise_kept() {
+    body_starts();
+    if (!raised_ && !take_carried(static_cast<nanobind::detail::cleanup_list*>(call_))) return;
+    PyObject* exc = raised_;
     raised_ = nullptr;
+    restore_exception(exc);
     throw nanobind::python_error();
   }
 
  private:
   PyObject* raised_ = nullptr;  //!< owned
-  PyObject* from_ = nullptr;    //!< the argument or item that raised it (borrowed: alive during the call)
-  const void* call_ = nullptr;  //!< nanobind's cleanup list of the call
+  void* call_ = nullptr;  //!< the call's cleanup list, while nanobind dispatches it (a hidden type: not named here)
 };
 
 /*! \brief What both argument casters hold: the value made by from_python; nanobind takes it through these operators. */
@@ -342,13 +317,13 @@ class NanobindArg : public NanobindHeld<T> {
     PyObject* obj = src.ptr();  // (capturing nanobind's handle, a hidden-visibility type, would warn)
     (void)registered_;
     if (!is_dlpack_tensor(obj)) return false;
-    if (PyObject* exc = this->orphaned(obj, call)) return this->hold(exc, obj, call);
+    if (this->take_carried(call)) return true;
     if (!fill_or_note([this, obj] {
           if constexpr (std::is_same_v<T, TensorView>)
             this->value_.emplace(lent, obj, find_exchange_api(Py_TYPE(obj)), "tensor");
           else this->value_.emplace(ManagedTensor::from_python(obj, "tensor"));
         }, obj, kSignatureTensor))
-      return this->refused_or_kept(obj, call);
+      return this->refused_or_kept(call);
     return true;
   }
 
@@ -382,9 +357,9 @@ class NanobindTypedArg : public NanobindHeld<V> {
     constexpr const char* kParam = Signature<Ts...>::value.text;  // as signatures show the parameter
     (void)registered_;
     if (!dlpack_tensor_table(obj, &api, &autograd_)) return false;
-    if (PyObject* exc = this->orphaned(obj, call)) return this->hold(exc, obj, call);
+    if (this->take_carried(call)) return true;
     if (!fill_or_note([this, obj, api] { this->value_.emplace(unchecked, obj, api, V::DefaultName); }, obj, kParam))
-      return this->refused_or_kept(obj, call);
+      return this->refused_or_kept(call);
     if (V::satisfied_by(*this->value_, &autograd_)) return true;  // one compare per constraint
     this->value_.reset();  // another overload may take it
     return false;
@@ -434,10 +409,10 @@ class NanobindContainer : public NanobindDeferred {
   template <typename U>
   using Cast = nanobind::detail::movable_cast_t<U>;
 
-  /*! \brief nanobind's own container caster, with a mailbox open for an element's exception that is not a
-   *  refusal (NanobindDeferred): the container keeps it and raises it when converted. */
+  /*! \brief nanobind's own container caster; an element's exception that is not a refusal is kept by the
+   *  container, which raises it when converted (NanobindDeferred). */
   bool from_python(nanobind::handle src, uint8_t flags, nanobind::detail::cleanup_list* cleanup) noexcept {
-    return load_holding(src.ptr(), cleanup, [&] { return inner_.from_python(src, flags, cleanup); });
+    return load_holding(cleanup, [&] { return inner_.from_python(src, flags, cleanup); });
   }
   explicit operator Container*() { return &commit(); }
   explicit operator Container&() { return commit(); }
@@ -452,7 +427,7 @@ class NanobindContainer : public NanobindDeferred {
 };
 
 /*! \brief std::optional and std::vector of tdb::TensorView or tdb::ManagedTensor: nanobind's own caster (its
- *  nanobind/stl header is still what a module includes for them), loaded with NanobindDeferred's mailbox open. */
+ *  nanobind/stl header is still what a module includes for them), through NanobindDeferred. */
 template <class T>
 using NanobindOptional = NanobindContainer<std::optional<T>, std::optional<T>,
                                           nanobind::detail::optional_caster<std::optional<T>>>;
@@ -473,7 +448,7 @@ struct type_caster<tdb::TensorView> : tdb::detail::NanobindArg<tdb::TensorView> 
 /*! \brief tdb::ManagedTensor arguments, and results handed back to their producer. */
 template <>
 struct type_caster<tdb::ManagedTensor> : tdb::detail::NanobindArg<tdb::ManagedTensor> {
-  /*! \brief managed_tensor_to_py_object_no_sync; NULL with the Python exception set on failure. */
+  /*! \brief `managed_tensor_to_py_object_no_sync`; NULL with the Python exception set on failure. */
   static handle from_cpp(tdb::ManagedTensor&& t, rv_policy, cleanup_list*) noexcept {
     return tdb::guard([&]() -> PyObject* { return t.to_python(); });
   }
@@ -514,7 +489,7 @@ template <class... Ts>
 struct type_caster<tdb::OwnedTensor<Ts...>> {
   /*! \brief e.g. "typing.Annotated[typing.Any, dict(dtype='float32', shape=(None, 3), order='C')]". */
   static constexpr auto Name = const_name(tdb::detail::OutputSignature<Ts...>::value.text);
-  /*! \brief managed_tensor_to_py_object_no_sync; NULL with the Python exception set on failure. */
+  /*! \brief `managed_tensor_to_py_object_no_sync`; NULL with the Python exception set on failure. */
   static handle from_cpp(tdb::OwnedTensor<Ts...>&& t, rv_policy, cleanup_list*) noexcept {
     return tdb::guard([&]() -> PyObject* { return t.to_python(); });
   }

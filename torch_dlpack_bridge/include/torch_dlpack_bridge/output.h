@@ -30,7 +30,7 @@
  * is always row-major dense (`c_contig`): DLPack's allocator makes nothing else.
  *
  * Returning: the pybind11 and nanobind casters hand the tensor to its producer's
- * managed_tensor_to_py_object_no_sync (a torch.Tensor for torch's table); a `std::tuple` of outputs becomes a
+ * `managed_tensor_to_py_object_no_sync` (a `torch.Tensor` for torch's table); a `std::tuple` of outputs becomes a
  * Python tuple (include `nanobind/stl/tuple.h` with nanobind). Functions written against CPython directly
  * return `out.to_python()`, or `tdb::to_python_tuple(std::move(a), std::move(b))` for several.
  *
@@ -44,7 +44,7 @@
  * asked for).
  *
  * A returned torch.Tensor's storage cannot grow (`out.resize_(8)` on 4 elements: torch's RuntimeError
- * "Trying to resize storage that is not resizable"), as for any torch.from_dlpack tensor: torch wraps memory that
+ * "Trying to resize storage that is not resizable"), as for any `torch.from_dlpack` tensor: torch wraps memory that
  * the DLPack tensor's deleter frees. Shrinking works; `out.clone()` is an ordinary tensor.
  */
 #ifndef TORCH_DLPACK_BRIDGE_OUTPUT_H_
@@ -89,7 +89,7 @@ class OwnedTensor {
 
   /*!
    * \brief A new tensor of `shape` (sizes >= 0) on `like`'s device, allocated by `like`'s producer (its
-   * managed_tensor_allocator), like `torch::empty(shape, x.options().dtype(...))`. The contents are
+   * `managed_tensor_allocator`), like `torch::empty(shape, x.options().dtype(...))`. The contents are
    * uninitialized. Throws tdb::Error (see the file comment).
    */
   static OwnedTensor empty(const TensorView& like, std::initializer_list<int64_t> shape) {
@@ -154,7 +154,7 @@ class OwnedTensor {
   /*! \brief The producer's table that allocated it (static). */
   const DLPackExchangeAPI* api() const { return m_.api(); }
   /*!
-   * \brief Hands the tensor to its producer's managed_tensor_to_py_object_no_sync and returns the producer's
+   * \brief Hands the tensor to its producer's `managed_tensor_to_py_object_no_sync` and returns the producer's
    * Python tensor (a new reference); this object is empty after, whatever happens. Throws tdb::Error.
    */
   PyObject* to_python() { return m_.to_python(); }

@@ -13,7 +13,7 @@
  *  - `tdb::TensorView` (by value, `const&` or `&`): a non-owning view filled through the type's exchange
  *    table (or an owning export through `__dlpack__` for producers without one), valid during the call.
  *    Its name in error messages is "tensor": call `x.set_name("x")` to name it.
- *  - `tdb::ManagedTensor` (by value): an owning export (managed_tensor_from_py_object_no_sync or
+ *  - `tdb::ManagedTensor` (by value): an owning export (`managed_tensor_from_py_object_no_sync` or
  *    `__dlpack__`); the function owns it and its deleter runs when it is dropped.
  *  - `tdb::Tensor<float, tdb::shape<-1, 3>, tdb::c_contig, tdb::device::cuda>` (typed parameters,
  *    torch_dlpack_bridge/tensor.h, included here; by value, `const&` or `&`): a TensorView whose dtype, rank,
@@ -35,12 +35,12 @@
  * TypeError or BufferError from the producer, or the parameter's own): any other exception raised while a caster
  * takes a tensor (a KeyboardInterrupt in `__dlpack__`, a MemoryError, SystemExit) ends the call, raised as it is
  * (the same object). Call `tdb::explain_refusals(m)` at the
- * end of PYBIND11_MODULE and that same TypeError also says which tensor argument each overload refused, and
+ * end of `PYBIND11_MODULE` and that same TypeError also says which tensor argument each overload refused, and
  * why (refusals.h): ``overload 1: argument 'y': expected dtype float32, got float16``.
  *
  * Return values: a `tdb::OwnedTensor<float, tdb::ndim<2>>` (typed outputs, torch_dlpack_bridge/output.h,
  * included here) or a `tdb::ManagedTensor` becomes a Python tensor of its producer through the producer's
- * managed_tensor_to_py_object_no_sync (a torch.Tensor for `Out::empty_like(x)` with a torch x); a
+ * `managed_tensor_to_py_object_no_sync` (a `torch.Tensor` for `Out::empty_like(x)` with a torch x); a
  * `std::tuple` of them becomes a Python tuple:
  *
  * \code{.cpp}
@@ -174,9 +174,9 @@ inline bool wrap_pybind11_function(PyObject* f) {
  * \brief Makes every function of `m` with a tdb tensor parameter (its classes' methods and its submodules' functions
  * too) say why a tdb parameter refused a tensor when no overload takes a call: pybind11's TypeError, the same type and
  * listing, with one line per overload and refused tensor argument added (refusals.h). Call it at the end of
- * PYBIND11_MODULE, after the last `def` (a function defined later is not wrapped). The call is dispatched once either
+ * `PYBIND11_MODULE`, after the last `def` (a function defined later is not wrapped). The call is dispatched once either
  * way: the reasons are worded only for a refused call, by each parameter type's checks, and a producer without a table
- * is asked `__dlpack__` once per call; a call that is taken reads a counter twice and counts itself open. Any other
+ * is asked `__dlpack__` once per call; a call that is taken makes its record innermost and puts it back. Any other
  * function is left as it is (nothing to explain: its calls cost what they did). Needs pybind11 3 (its vectorcall
  * dispatcher); does nothing with pybind11 2 or the limited API.
  */
@@ -193,13 +193,35 @@ inline void explain_refusals(pybind11::module_& m) {
 namespace pybind11 {
 namespace detail {
 
+/*!
+ * \brief What the untyped argument casters share: the value made by load(), which pybind11 takes through these
+ * operators for the chosen overload, right before the body (the call's record closes then: call.h), and the
+ * parameter type's recheck, for explain_refusals (refusals.h; hidden, as its module's own).
+ */
+template <class T>
+class tdb_untyped_caster {
+ public:
+  template <typename U>
+  using cast_op_type = movable_cast_op_type<U>;
+  operator T*() { return &held(); }
+  operator T&() { return held(); }
+  operator T&&() && { return std::move(held()); }
+
+ protected:
+  T& held() noexcept {
+    tdb::detail::body_starts();
+    return *value_;
+  }
+  std::optional<T> value_;
+  TDB_MODULE_LOCAL static inline const bool registered_ =
+      tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
+};
+
 /*! \brief Loads a tdb::TensorView argument; the view lives in the caster for the duration of the call. */
 template <>
-class type_caster<tdb::TensorView> {
+class type_caster<tdb::TensorView> : public tdb_untyped_caster<tdb::TensorView> {
  public:
   static constexpr auto name = const_name(tdb::detail::kSignatureTensor);
-  template <typename T>
-  using cast_op_type = movable_cast_op_type<T>;
 
   /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor; throws
    *  error_already_set for another exception from the producer (tdb::detail::pybind11_refused). */
@@ -215,22 +237,13 @@ class type_caster<tdb::TensorView> {
       return tdb::detail::pybind11_refused();
     return true;
   }
-  operator tdb::TensorView*() { return &*value_; }
-  operator tdb::TensorView&() { return *value_; }
-  operator tdb::TensorView&&() && { return std::move(*value_); }
-
- private:
-  std::optional<tdb::TensorView> value_;
-  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
-  TDB_MODULE_LOCAL static inline const bool registered_ =
-      tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
 };
 
 /*! \brief tdb::ManagedTensor: owning export as an argument; a returned one goes back to its producer. */
 template <>
-class type_caster<tdb::ManagedTensor> {
+class type_caster<tdb::ManagedTensor> : public tdb_untyped_caster<tdb::ManagedTensor> {
  public:
-  PYBIND11_TYPE_CASTER(tdb::ManagedTensor, io_name(tdb::detail::kSignatureTensor, tdb::detail::kSignatureResult));
+  static constexpr auto name = io_name(tdb::detail::kSignatureTensor, tdb::detail::kSignatureResult);
 
   /*! \brief false (next overload, or pybind11's TypeError) for a non-tensor and a refused tensor. */
   bool load(handle src, bool /*convert*/) {
@@ -238,21 +251,16 @@ class type_caster<tdb::ManagedTensor> {
     PyObject* obj = src.ptr();
     (void)registered_;
     if (!tdb::is_dlpack_tensor(obj)) return false;
-    if (!tdb::detail::fill_or_note([this, obj] { value = tdb::ManagedTensor::from_python(obj, "tensor"); }, obj,
-                                   tdb::detail::kSignatureTensor))
+    if (!tdb::detail::fill_or_note([this, obj] { value_.emplace(tdb::ManagedTensor::from_python(obj, "tensor")); },
+                                   obj, tdb::detail::kSignatureTensor))
       return tdb::detail::pybind11_refused();
     return true;
   }
-  /*! \brief Hands the tensor to its producer's managed_tensor_to_py_object_no_sync; throws tdb::Error on failure. */
+  /*! \brief Hands the tensor to its producer's `managed_tensor_to_py_object_no_sync`; throws tdb::Error on failure. */
   static handle cast(tdb::ManagedTensor&& src, return_value_policy /*policy*/, handle /*parent*/) {
     tdb::register_pybind11_error_translator();
     return src.to_python();
   }
-
- private:
-  /*! \brief The parameter type's recheck, for explain_refusals (refusals.h); hidden, as its module's own. */
-  TDB_MODULE_LOCAL static inline const bool registered_ =
-      tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
 };
 
 /*!
@@ -301,7 +309,8 @@ class tdb_typed_caster {
  private:
   /*! \brief A written tensor of this overload's own (not a container's element) is bumped at its conversion. */
   static constexpr bool kCommits = !Value::ReadOnly && std::is_same<Held, Value>::value;
-  TDB_ALWAYS_INLINE Held& commit() noexcept {
+  TDB_ALWAYS_INLINE Held& commit() noexcept {  // the body starts: the call's record closes (call.h)
+    tdb::detail::body_starts();
     if constexpr (kCommits) tdb::detail::commit_write_through(layout_, value_->object());
     return *value_;
   }
@@ -338,13 +347,17 @@ class TDB_MODULE_LOCAL tdb_container_caster {  // hidden as its field, pybind11'
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
 
-  bool load(handle src, bool convert) { return inner_.load(src, convert); }
+  bool load(handle src, bool convert) {
+    tdb::detail::ItemsLoad loading;
+    return inner_.load(src, convert);
+  }
   operator Container*() { return &commit(); }
   operator Container&() { return commit(); }
   operator Container&&() && { return std::move(commit()); }
 
  private:
   Container& commit() {
+    tdb::detail::body_starts();  // the call's record closes (call.h)
     value_ = tdb::detail::committed(cast_op<Inner&&>(std::move(inner_)));
     return value_;
   }
@@ -369,7 +382,7 @@ class type_caster<tdb::OwnedTensor<Ts...>> {
  public:
   /*! \brief e.g. "typing.Annotated[typing.Any, dict(dtype='float32', shape=(None, 3), order='C')]". */
   static constexpr auto name = const_name(tdb::detail::OutputSignature<Ts...>::value.text);
-  /*! \brief managed_tensor_to_py_object_no_sync; throws tdb::Error (translated) on failure. */
+  /*! \brief `managed_tensor_to_py_object_no_sync`; throws tdb::Error (translated) on failure. */
   static handle cast(tdb::OwnedTensor<Ts...>&& src, return_value_policy /*policy*/, handle /*parent*/) {
     tdb::register_pybind11_error_translator();
     return src.to_python();

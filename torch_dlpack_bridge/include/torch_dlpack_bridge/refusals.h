@@ -10,36 +10,31 @@
  *     overload 2: argument 'y': expected dtype float64, got float16
  * \endcode
  *
- * How the lines are found: neither binding library lets a caster reach its final message, nor tells it its
- * parameter's name or overload, so `explain_refusals` wraps the entry point of each function with a tdb tensor
- * parameter in some overload (pybind11 3: its PyMethodDef's dispatcher; nanobind: its vectorcall slot; any other
- * function has nothing to explain and is left as it is) and calls the library's dispatch once. A refusing
- * caster says nothing then; only when the dispatch fails with the library's own overload TypeError for this call
- * (its function's name, raised by the dispatcher itself: no traceback yet, not marked by a wrapped call made
- * inside it, and no lines yet) does the wrapper read the overloads and parameters that the TypeError lists (a
- * constructor's listing has no `self`; keyword-only and defaulted parameters by name; an overload the arguments
- * cannot bind to is left out), and ask each tdb parameter type there, through the check its caster registered
- * when the module was loaded, why it refuses its argument (or a list's first refused item): the same words its
- * checks give. A tensor with a table is described again through it, which runs no Python code and changes
- * nothing; one taken through `__dlpack__` is described from the export the call kept (call.h: each such producer
- * is asked once per call, however many overloads try it, and never again to word a refusal), and a producer's
- * own refusal is worded from the exception it raised, noted when it raised it. Those entries are stamped from a
- * counter of the module, which the wrapper read before the dispatch, so the entries its thread made since are the
- * call's own (call.h). Nothing is dispatched again: a call runs its body once with the arguments given, or is
- * refused and no body ran. An accepted call that made no entry pays a few reads of the module's counters and a
- * count of open calls in the wrapper (a thread-local too when another call is open), and nothing per tensor. A
- * type that takes its argument is not blamed; an argument that no tdb parameter refuses (a non-tensor parameter
- * that did not convert) gets no line, nor does an item of an iterable that is not a list or a tuple (a generator:
- * its items are gone). A tensor argument is explained whether or not
- * the library reached it (an earlier argument may have failed first), and as it is when the call fails: one that a
- * converter or another thread changed meanwhile is worded as it is then. Functions defined after `explain_refusals`
- * are not wrapped (neither library has a hook where a function is defined): their refusals say no more than the
- * library's message. One error is not told apart: a body that lets through, with no Python frame between (a
- * `functools.partial` callback), the same-named overload TypeError of a module's function that is not wrapped;
- * the call's lines are then added to it.
- *
  * Included by pybind11.h and nanobind.h; a kernel author never includes it directly.
  */
+// How the lines are found: neither binding library lets a caster reach its final message, nor tells it its parameter's
+// name or overload, so `explain_refusals` wraps the entry point of each function with a tdb tensor parameter in some
+// overload (pybind11 3: its PyMethodDef's dispatcher; nanobind: its vectorcall slot; any other function has nothing to
+// explain and is left as it is) and calls the library's dispatch once. A refusing caster says nothing then; only when
+// the dispatch fails with the library's own overload TypeError for this call (its function's name, raised by the
+// dispatcher itself: no traceback yet, not marked by a wrapped call made inside it, and no lines yet) does the wrapper
+// read the overloads and parameters that the TypeError lists (a constructor's listing has no `self`; keyword-only and
+// defaulted parameters by name; an overload the arguments cannot bind to is left out), and ask each tdb parameter type
+// there, through the check its caster registered when the module was loaded, why it refuses its argument (or a list's
+// first refused item): the same words its checks give. A tensor with a table is described again through it, which runs
+// no Python code and changes nothing; one taken through `__dlpack__` is described from the export the call kept
+// (call.h: each such producer is asked once per call, however many overloads try it, and never again to word a
+// refusal), and a producer's own refusal is worded from the exception it raised, noted when it raised it: both are kept
+// in the call's own record (call.h). Nothing is dispatched again: a call runs its body once with the arguments given,
+// or is refused and no body ran. An accepted call that kept nothing pays for setting its thread's innermost record and
+// putting it back, and nothing per tensor. A type that takes its argument is not blamed; an argument that no tdb
+// parameter refuses (a non-tensor parameter that did not convert) gets no line, nor does an item of an iterable that is
+// not a list or a tuple (a generator: its items are gone). A tensor argument is explained whether or not the library
+// reached it (an earlier argument may have failed first), and as it is when the call fails: one that a converter or
+// another thread changed meanwhile is worded as it is then. Functions defined after `explain_refusals` are not wrapped
+// (neither library has a hook where a function is defined): their refusals say no more than the library's message. One
+// error is not told apart: a body that lets through, with no Python frame between (a `functools.partial` callback), the
+// same-named overload TypeError of a module's function that is not wrapped; the call's lines are then added to it.
 #ifndef TORCH_DLPACK_BRIDGE_REFUSALS_H_
 #define TORCH_DLPACK_BRIDGE_REFUSALS_H_
 
@@ -449,21 +444,28 @@ inline bool own_overload_error(PyObject* error, const Dispatch& d, bool& constru
 }
 
 /*!
- * \brief The end of a call that failed, or during which some thread made entries (call.h): when the call's error
- * is its own overload TypeError, adds the reasons from its notes (this thread's entries since `start`); marks a
- * TypeError it fails with, so that an enclosing call does not take it for its own; removes its entries and its
- * barrier (forget_since()). Returns `result`.
+ * \brief The end of a wrapped call that failed or whose record kept something (call.h): a failure the record kept (an
+ * exception that was not a refusal: nanobind.h) is what the call raises, whatever the dispatch returned; else the
+ * call's own overload TypeError gets the reasons from the record's notes. A TypeError the call fails with is marked,
+ * so that an enclosing call does not take it for its own. The record's entries are released here. Returns `result`,
+ * or nullptr with the exception raised.
  */
-TDB_NOINLINE inline PyObject* explain(PyObject* result, const Dispatch& d, uint64_t start) noexcept {
+TDB_NOINLINE inline PyObject* explain(PyObject* result, const Dispatch& d, CallRecord& record) noexcept {
   PyObject* error = result ? nullptr : fetch_exception();
-  CallLog& log = call_log();
-  size_t first = log.notes.size();
-  while (first > 0 && log.notes[first - 1].stamp > start) --first;
+  Entries* kept = record.entries.get();
   bool constructor = false;
-  if (error && own_overload_error(error, d, constructor)) {
+  if (kept && kept->failure) {
+    if (error != kept->failure) {  // a body that took no tdb tensor ran, or the library refused the call
+      Py_XDECREF(result);
+      Py_XDECREF(error);
+      result = nullptr;
+      error = kept->failure;
+      Py_INCREF(error);
+    }
+  } else if (error && own_overload_error(error, d, constructor)) {
     try {
-      const Noted* notes = log.notes.data();
-      add_reasons(error, notes_by_object(notes + first, notes + log.notes.size()), d.args,
+      const Noted* notes = kept ? kept->notes.data() : nullptr;
+      add_reasons(error, notes_by_object(notes, notes + (kept ? kept->notes.size() : 0)), d.args,
                   positional_count(d.nargsf), d.kwnames, constructor);
     } catch (...) {  // out of memory: the library's message as it is
     }
@@ -471,28 +473,21 @@ TDB_NOINLINE inline PyObject* explain(PyObject* result, const Dispatch& d, uint6
   if (error && Py_TYPE(error) == reinterpret_cast<PyTypeObject*>(PyExc_TypeError)) {
     if (PyObject_SetAttrString(error, kFailedIn, Py_True) != 0) PyErr_Clear();
   }
-  forget_since(log, start);
+  record.entries.reset();  // the producers' deleters and references, with no exception set
   restore_exception(error);
   return result;
 }
 
 /*!
- * \brief A wrapped function's call: the library's dispatch, once; explained when it fails or made entries. An
- * accepted call that made none reads the counters and counts itself in and out (call.h: enter_call()).
+ * \brief A wrapped function's call: the library's dispatch, once, with the call's record innermost on its thread;
+ * explained when it fails or its record kept something.
  */
 TDB_ALWAYS_INLINE inline PyObject* dispatch_explained(const Dispatch& d) {
-  const uint64_t start = call_stamp().load(std::memory_order_relaxed);
-  PyObject* result;
-  {
-    struct Open {  // counted out however the dispatch ends (a thread's forced unwind too)
-      const bool alone = enter_call();
-      ~Open() { end_call(alone); }
-    } open;
-    result = d();
-  }
-  if (result && call_stamp().load(std::memory_order_relaxed) == start) return result;
+  CallRecord record;  // innermost until the call returns (an unwinding thread too)
+  PyObject* result = d();
+  if (result && !record.entries) return result;
   const Dispatch copy = d;  // made here only: `d` stays in registers, its function called directly
-  return explain(result, copy, start);
+  return explain(result, copy, record);
 }
 
 /*!

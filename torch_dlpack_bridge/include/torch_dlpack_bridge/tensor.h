@@ -48,13 +48,13 @@
  * overload, then raises its TypeError listing the overloads (pybind11.h).
  *
  * Writability: DLPack's non-owning exchange path carries no flags, so a torch.Tensor taken through the
- * exchange table is never read-only; a tensor exported with DLPACK_FLAG_BITMASK_READ_ONLY (a read-only NumPy
+ * exchange table is never read-only; a tensor exported with `DLPACK_FLAG_BITMASK_READ_ONLY` (a read-only NumPy
  * array, through `__dlpack__`) is, and a non-const parameter refuses it. A non-const parameter also refuses a
  * tensor with a dimension of size > 1 and stride 0 (`torch.ones(3).expand(2, 3)`: a kernel writing it would
  * write each element twice), as torch's in-place operations do; other overlapping strides are not detected.
  * Read-only parameters take expanded tensors; a size-1 dimension may have any stride. And a non-const parameter
  * follows torch's autograd as its in-place operations do (autograd.h): in grad mode it refuses a tensor that
- * requires grad (RuntimeError where tdb raises it, as torch does), under torch.no_grad() it takes it; and every
+ * requires grad (RuntimeError where tdb raises it, as torch does), under `torch.no_grad()` it takes it; and every
  * tensor it takes gets its version counter bumped once, when the kernel is chosen (commit()), whether or not it
  * requires grad. That costs two C calls per written torch.Tensor (a few ns).
  */
@@ -136,7 +136,7 @@ constexpr unchecked_t unchecked{};
 
 /*!
  * \brief A tensor parameter with declared constraints: `Tensor<float, shape<-1, 3>, c_contig, device::cuda>`.
- * It is a tdb::TensorView (non-owning, valid during the call; every TensorView accessor and check_* works on
+ * It is a tdb::TensorView (non-owning, valid during the call; every TensorView accessor and `check_*` function works on
  * it) whose constructor also checks the constraints (see the file comment for the annotations, the order of
  * the checks and the messages), plus typed access: `data()` as `Scalar*`, and `view()`, an indexable
  * accessor of rank `Rank` that can be passed by value to a CUDA kernel.
@@ -157,9 +157,9 @@ class Tensor : public TensorView {
   static constexpr int32_t Rank = Spec::kRank;
   /*! \brief True when read-only tensors are accepted (const element type or tdb::ro). */
   static constexpr bool ReadOnly = Spec::kReadOnly;
-  /*! \brief True for c_contig parameters: view() is a ContiguousView. */
+  /*! \brief True for `c_contig` parameters: view() is a ContiguousView. */
   static constexpr bool CContig = std::is_same<typename Spec::Order, c_contig>::value;
-  /*! \brief True for f_contig parameters. */
+  /*! \brief True for `f_contig` parameters. */
   static constexpr bool FContig = std::is_same<typename Spec::Order, f_contig>::value;
   /*! \brief The required device type as an int (a DLDeviceType), or -1 for any device. */
   static constexpr int32_t DeviceType = Spec::kDevice;
@@ -169,7 +169,7 @@ class Tensor : public TensorView {
   /*!
    * \brief Takes `obj` (borrowed) as a TensorView named `name` and checks the constraints. Throws tdb::Error:
    * TypeError for a non-tensor or a wrong dtype, ValueError for another violated constraint, or the
-   * producer's own error. For extension functions written against CPython directly (METH_FASTCALL).
+   * producer's own error. For extension functions written against CPython directly (`METH_FASTCALL`).
    */
   TDB_ALWAYS_INLINE explicit Tensor(PyObject* obj, const char* name = Spec::kName) : TensorView(obj, name) {
     check(*this);
@@ -249,7 +249,7 @@ class Tensor : public TensorView {
   static TDB_ALWAYS_INLINE void check(const TensorView& v) {
     if (!satisfied_by(v)) fail(v);
   }
-  /*! \brief A readable form of the constraints, e.g. "float32, shape [-1, 3], c_contig, device cuda, writable". */
+  /*! \brief A readable form of the constraints, e.g. `float32, shape [-1, 3], c_contig, device cuda, writable`. */
   static std::string describe() {
     std::string s = Spec::kHasDtype ? dtype_name(spec_dtype()) : std::string("any dtype");
     if constexpr (Rank >= 0) s += rank_text();
@@ -261,12 +261,12 @@ class Tensor : public TensorView {
   }
 
   using TensorView::data;
-  /*! \brief Pointer to the first element (data + byte_offset), typed with the element type. */
+  /*! \brief Pointer to the first element (`data + byte_offset`), typed with the element type. */
   Scalar* data() const { return TensorView::data<Scalar>(); }
 
   /*!
-   * \brief The indexable accessor: a ContiguousView<Scalar, Rank> for a c_contig parameter (no stride multiply
-   * on the last index), else a StridedView<Scalar, Rank>. `U` reinterprets the elements as another type of the
+   * \brief The indexable accessor: a `ContiguousView<Scalar, Rank>` for a `c_contig` parameter (no stride multiply
+   * on the last index), else a `StridedView<Scalar, Rank>`. `U` reinterprets the elements as another type of the
    * same size (e.g. `view<__half>()` for a tdb::float16 tensor); const is kept for read-only parameters.
    */
   template <class U = Scalar>

@@ -32,10 +32,10 @@ constexpr described_t described{};
 
 /*!
  * \brief A DLTensor describing a Python tensor argument, filled on the stack by the producer's
- * dltensor_from_py_object_no_sync: no allocation, no reference taken. It owns nothing and is valid only
+ * `dltensor_from_py_object_no_sync`: no allocation, no reference taken. It owns nothing and is valid only
  * while `obj` is alive and unchanged, i.e. during the extension call that received `obj` (do not keep it,
  * and do not release the GIL while other threads may resize the tensor). If the producer has no
- * dltensor_from_py_object_no_sync, or no table at all (then `obj.__dlpack__()` is used), the view holds
+ * `dltensor_from_py_object_no_sync`, or no table at all (then `obj.__dlpack__()` is used), the view holds
  * an owning export instead, freed with the view; it keeps the producer's data alive until then.
  * `name` (a string literal, borrowed) names the argument in every error message.
  */

@@ -1,0 +1,172 @@
+"""A call's state ends with its call (issue 51; call.h): what a wrapped call keeps (exports lent between overloads
+and passes, producers' refusals, an exception that was not a refusal) is its own record's, never lent to a call made
+from its body or from a producer, never found by a later call, and an interrupt raised by a producer ends the call
+however the binding library resolves it. Both binding libraries (tests/refusals_module.cpp, built once per flavour).
+"""
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import torch_dlpack_bridge  # noqa: F401  (publishes the table)
+from test_refusals import refusal_modules  # noqa: F401  (the fixture)
+from typed_tensor_build import FLAVOURS
+
+
+@pytest.fixture(params=FLAVOURS)
+def m(request, refusal_modules):  # noqa: F811
+    return refusal_modules[request.param]
+
+
+class Counting:
+    """A producer without a table whose k-th `__dlpack__` hands out [k, k, k] (float32)."""
+
+    def __init__(self):
+        self.k = 0
+
+    def __dlpack__(self, **kwargs):
+        self.k += 1
+        return np.full(3, self.k, dtype=np.float32).__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+class Raising:
+    """A producer without a table whose `__dlpack__` raises `exc` (the same object), counting how often it was asked."""
+
+    def __init__(self, exc):
+        self.exc, self.calls = exc, 0
+
+    def __dlpack__(self, **kwargs):
+        self.calls += 1
+        raise self.exc
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_a_call_from_a_body_is_lent_nothing_of_its_callers_record(m):
+    # late_sum is defined after explain_refusals (not wrapped); apply's body calls it three times. Each call asks the
+    # producer itself: [1,1,1], [2,2,2], [3,3,3]. Before, the first export was kept in apply's call and lent to the
+    # later ones: 3, 3, 3.
+    p, seen = Counting(), []
+    assert m.apply(lambda: seen.extend(m.late_sum(p) for _ in range(3)), torch.ones(2, 4)) == "float32[2]"
+    assert seen == [3.0, 6.0, 9.0]
+    assert [m.late_sum(p) for _ in range(2)] == [12.0, 15.0]  # outside any call: the same
+
+
+def test_a_call_from_a_producer_is_lent_nothing_of_the_call_that_asked_it(m):
+    # A producer's __dlpack__ runs while the wrapped call converts its argument: calls it makes (wrapped or not) keep
+    # nothing in that call's record and are lent nothing from it.
+    q, seen = Counting(), []
+
+    class Asking(Counting):
+        def __dlpack__(self, **kwargs):
+            seen.extend([m.late_sum(q), m.late_sum(q), m.read_sum(q)])
+            return super().__dlpack__(**kwargs)
+
+    assert m.read_sum(Asking()) == 3.0
+    assert seen == [3.0, 6.0, 9.0]
+
+
+@pytest.mark.parametrize("name", ["KeyboardInterrupt", "SystemExit", "ValueError"])
+def test_an_interrupt_ends_the_call_when_the_overload_is_given_up_for_another_argument(m, name):
+    # two(x, y) takes two float32 (-1, 4) tensors; y (float64) is refused after x's producer raised. Before (nanobind),
+    # the call raised the library's TypeError and the interrupt was lost.
+    exc = {"KeyboardInterrupt": KeyboardInterrupt(), "SystemExit": SystemExit(3),
+           "ValueError": ValueError("device lost")}[name]
+    p = Raising(exc)
+    with pytest.raises(BaseException) as info:
+        m.two(p, torch.ones(2, 4, dtype=torch.float64))
+    assert info.value is exc
+    assert p.calls == 1  # the second pass did not ask it again
+
+
+def test_an_interrupt_ends_the_call_when_another_overload_takes_the_arguments(m):
+    # vec_or_objects: (Vec, int) then (object, object). x's producer raises in the first; "two" is not an int, so the
+    # second overload takes the call. Before (nanobind), it returned -1 and the interrupt was lost.
+    exc = KeyboardInterrupt()
+    p = Raising(exc)
+    with pytest.raises(KeyboardInterrupt) as info:
+        m.vec_or_objects(p, "two")
+    assert info.value is exc and p.calls == 1
+
+
+def test_an_interrupt_is_not_raised_by_a_later_call(m):
+    # Before (nanobind), the interrupt kept from two(P, float64) was raised by the next call given P, unasked.
+    p = Raising(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        m.two(p, torch.ones(2, 4, dtype=torch.float64))
+    p.exc = ValueError("device lost")
+    with pytest.raises(ValueError, match="device lost"):
+        m.two(p, torch.ones(2, 4))
+    assert p.calls == 2
+    good = Counting()
+    good.__dlpack__ = lambda **kw: torch.ones(2, 4).__dlpack__(**kw)
+    assert m.two(good, torch.ones(2, 4)) == "float32[2]float32[2]"
+    assert m.late_sum(torch.ones(3)) == 3.0
+
+
+@pytest.mark.parametrize("form", ["c_plain", "c_vector", "c_optional", "variant"])
+def test_an_interrupt_inside_a_container_ends_the_call(m, form):
+    exc = KeyboardInterrupt()
+    p = Raising(exc)
+    f = getattr(m, form)
+    with pytest.raises(KeyboardInterrupt) as info:
+        f([torch.ones(2, 4), p] if form == "c_vector" else p, 2)
+    assert info.value is exc
+
+
+def test_threads_keep_their_records_apart(m):
+    # Refused and accepted calls, producers without a table and interrupts from 8 threads at once: each call gets its
+    # own reasons, its own exports and its own exception.
+    barrier, errors = threading.Barrier(8), []
+
+    def worker(i):
+        try:
+            barrier.wait()
+            for _ in range(200):
+                c = Counting()
+                assert m.read_sum(c) == 3.0 and m.read_sum(c) == 6.0
+                with pytest.raises(TypeError, match=f"argument 'x': expected dtype float32, got float64"):
+                    m.c_plain(torch.ones(2, 4, dtype=torch.float64), 1.0)
+                exc = KeyboardInterrupt(i)
+                with pytest.raises(KeyboardInterrupt) as info:
+                    m.two(Raising(exc), torch.ones(2, 4, dtype=torch.float64))
+                assert info.value is exc
+        except BaseException as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+
+
+def test_threads_making_the_first_calls_of_new_types_at_once(m):
+    # Each round makes new producer types (a class with only __dlpack__, a torch.Tensor subclass) that 8 threads then
+    # give to the module at the same moment: the first lookups of each type's table race, and every call still reads
+    # its own tensor.
+    for _ in range(20):
+        dlpack_only = type("DLPackOnly", (Counting,), {})
+        subclass = type("Sub", (torch.Tensor,), {})
+        barrier, errors = threading.Barrier(8), []
+
+        def worker(i):
+            try:
+                x = dlpack_only() if i % 2 else torch.full((3,), float(i)).as_subclass(subclass)
+                barrier.wait()
+                assert m.read_sum(x) == (3.0 if i % 2 else 3.0 * i)
+            except BaseException as e:  # noqa: BLE001  (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[:3]
