@@ -538,9 +538,8 @@ def test_main_job_on_a_torch_newer_than_the_wheel_says_in_one_line_torchs_table_
     result = main_job(wheel_covering(tmp_path, "2.4.1", f"{major}.{minor - 1}.0"), tmp_path)
     assert result.returncode == 0 and result.stdout.count("\n") == 1, result
     line = result.stdout.strip()
-    assert line.startswith(f"torch_dlpack_bridge: torch's own DLPack exchange table is in use: torch "
-                           f"{torch.__version__} is newer than this wheel covers "
-                           f"(torch 2.4.1 to {major}.{minor - 1}.0)")
+    assert line.startswith(f"verdict: torch's own DLPack exchange table is in use: torch {torch.__version__} is "
+                           f"newer than this wheel covers (torch 2.4.1 to {major}.{minor - 1}.0); next: ")
     assert "upgrade torch_dlpack_bridge (`pip install -U torch_dlpack_bridge`" in line
     assert "`python -m torch_dlpack_bridge build`" in line
     assert not (tmp_path / "compiled").exists() and "building the exchange table" not in result.stderr

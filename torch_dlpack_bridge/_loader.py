@@ -489,14 +489,14 @@ def shipped_versions() -> List[str]:
 
 
 def newer_than_shipped(target: _build.TorchTarget) -> Optional[str]:
-    """Where `target` is a minor newer than the newest the wheel covers: the one line that says torch's own table
-    is in use, why, and the two ways out; else None."""
+    """Where `target` is a minor newer than the newest the wheel covers: the main job's verdict, which says that
+    torch's own table is in use, why, and the two ways out; else None."""
     covered = shipped_versions()
     if not covered or target.minor <= _build.version_tuple(covered[-1]):
         return None
-    return (f"torch_dlpack_bridge: torch's own DLPack exchange table is in use: torch {target.version} is newer "
-            f"than this wheel covers (torch {covered[0]} to {covered[-1]}); upgrade torch_dlpack_bridge (`pip install "
-            f"-U torch_dlpack_bridge`: a release follows each torch minor) or build its table for this torch once "
+    return (f"torch's own DLPack exchange table is in use: torch {target.version} is newer than this wheel covers "
+            f"(torch {covered[0]} to {covered[-1]}); next: upgrade torch_dlpack_bridge (`pip install -U "
+            f"torch_dlpack_bridge`: a release follows each torch minor) or build its table for this torch once "
             f"(`{BUILD_COMMAND}`, needs a C++ compiler)")
 
 
