@@ -74,15 +74,21 @@ class BuildWithTables(build_ext):
         super().run()
         in_place = self.inplace or getattr(self, "editable_mode", False)
         out_dir = os.path.join(PACKAGE if in_place else os.path.join(self.build_lib, "torch_dlpack_bridge"), "_lib")
-        for target in table_targets():
+        targets = table_targets()
+        for target in targets:
             path = os.path.join(out_dir, target.library_name)
             print(f"building {path} for torch {target.version}")
             _build.compile_table(target, path, jobs=int(os.environ.get("MAX_JOBS", "0")) or None,
                                  src=os.path.join(HERE, "csrc"))
+        if targets:  # the record of what the libraries cover (the loader and scripts/torch_watch.py read it)
+            with open(os.path.join(out_dir, _build.VERSIONS_RECORD), "w") as f:
+                f.write("".join(f"{target.version}\n" for target in targets))
 
     def get_outputs(self):
         libs = os.path.join(self.build_lib, "torch_dlpack_bridge", "_lib")
-        return super().get_outputs() + [os.path.join(libs, t.library_name) for t in table_targets()]
+        targets = table_targets()
+        return super().get_outputs() + [os.path.join(libs, t.library_name) for t in targets] + (
+            [os.path.join(libs, _build.VERSIONS_RECORD)] if targets else [])
 
 
 class BuildWithAutoloadHook(build_py):

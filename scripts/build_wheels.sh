@@ -5,11 +5,13 @@
 # tagged with the manylinux policy auditwheel finds for it. No torch is installed or imported.
 # Run by a free-threaded CPython (e.g. `PATH=<3.13t venv>/bin:$PATH`, see scripts/freethreaded_env.sh), it
 # builds that interpreter's own wheel instead (cp313-cp313t, cp314-cp314t: free-threaded CPython has no stable
-# ABI), against the torch minors that publish wheels for it (cp313t: 2.7-2.12; cp314t: 2.9-2.14), beside the
-# abi3 one.
+# ABI), against the torch minors that publish wheels for it (cp313t: 2.7-2.12), beside the abi3 one.
+# The wheel records the torch versions its libraries were built against (torch_dlpack_bridge/_lib/
+# torch_versions.txt, written by setup.py).
 #
 # Usage: scripts/build_wheels.sh [--arch x86_64|aarch64] [torch versions...]
-#        (default: this machine's architecture; the newest patch of every minor 2.4 ... 2.15)
+#        (default: this machine's architecture; the torch versions scripts/torch_versions.py reads from the index
+#        pip uses: every minor from 2.4 to the newest, each at its newest patch with a wheel for this build)
 # --arch aarch64 (Linux aarch64: Grace GH200/GB200, Arm servers) builds against torch's aarch64 wheels: natively
 # on an aarch64 machine (the release's Arm runner), or cross-built on x86_64 with Debian's cross compiler and the
 # aarch64 CPython headers of scripts/aarch64_env.sh (made once).
@@ -57,13 +59,9 @@ out=${TDB_WHEEL_DIR:-$repo/wheelhouse}
 # its own.
 python_abi=$(python -c 'import sys; print("cp%d%dt" % sys.version_info[:2] if "t" in sys.abiflags else "abi3")')
 versions=("$@")
-if [ ${#versions[@]} -eq 0 ]; then
-  case "$python_abi" in
-    abi3) versions=(2.4.1 2.5.1 2.6.0 2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0) ;;
-    cp313t) versions=(2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.0) ;;
-    cp314t) versions=(2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1) ;;
-    *) echo "no torch versions known for $python_abi: name them" >&2; exit 2 ;;
-  esac
+if [ ${#versions[@]} -eq 0 ]; then  # what scripts/torch_versions.py finds on the index, the one place it is decided
+  listed=$(python "$repo/scripts/torch_versions.py" --python-abi "$python_abi" --arch "$arch")
+  read -r -a versions <<< "$listed"
 fi
 torch_python=(--python-version 3.11)
 if [ "$python_abi" != abi3 ]; then

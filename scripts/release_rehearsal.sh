@@ -265,6 +265,11 @@ out, results, artifacts, matrix_row, docs_line, seconds, load, commit, failed, s
 columns = ["row", "Python", "torch", "file pip chose", "compiled", "main job", "notes and time"]
 rows = [line.rstrip("\n").split("\t") for line in open(results)]
 today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+try:  # scripts/torch_watch_rehearsal.sh's section, after the table, stays
+    text = open(out).read()
+    kept = text[text.find("\n## Torch watch rehearsal"):] if "\n## Torch watch rehearsal" in text else ""
+except FileNotFoundError:
+    kept = ""
 with open(out, "w") as f:
     f.write(f"""# Release rehearsal
 
@@ -289,6 +294,7 @@ torch is installed): a stand-in for what no wheel serves (free-threaded 3.14t, o
 """)
     for cells in rows:
         f.write("| " + " | ".join(cells + [""] * (len(columns) - len(cells))) + " |\n")
+    f.write(kept)
 PY
 cat "$out"
 exit $status

@@ -19,7 +19,7 @@ import torch
 
 import torch_dlpack_bridge
 from conftest import python_env, run_python
-from torch_dlpack_bridge import _build, _loader
+from torch_dlpack_bridge import _build, _cache, _loader
 
 MINOR = "{}.{}".format(*_build.version_tuple(torch.__version__))
 NIGHTLY = f"{MINOR}.0.dev20261101+cpu"  # same headers as the installed torch, but no shipped library trusted
@@ -502,3 +502,70 @@ def test_a_cached_library_vanishing_between_the_loaders_steps_is_an_import_error
         thread.join()
     assert result.returncode == 0, result.stderr[-3000:]
     assert set(json.loads(result.stdout.splitlines()[-1])) <= {"ImportError"}, result.stdout
+
+
+# ---- a torch newer than the wheel covers ------------------------------------------------------------
+
+def wheel_covering(tmp_path, *covered):
+    """A copy of the package laid out as a wheel installs it (sources in _csrc), whose record says it covers
+    `covered` and which ships no library for the running torch: the site folder to put first on the path."""
+    package = tmp_path / "site" / "torch_dlpack_bridge"
+    shutil.copytree(os.path.dirname(torch_dlpack_bridge.__file__), package,
+                    ignore=shutil.ignore_patterns("__pycache__", "libtdb_*", _build.VERSIONS_RECORD))
+    if not (package / "_csrc").is_dir():  # a checkout keeps them beside the package; a wheel ships them in it
+        shutil.copytree(_build.sources_dir(), package / "_csrc")
+    (package / "_lib").mkdir(exist_ok=True)
+    (package / "_lib" / _build.VERSIONS_RECORD).write_text("".join(f"{v}\n" for v in covered))
+    return str(tmp_path / "site")
+
+
+def main_job(site, tmp_path):
+    """`python -m torch_dlpack_bridge` with `site` first on the path and a compiler that records each call."""
+    compiler = tmp_path / "c++"
+    compiler.write_text(f"#!/bin/sh\necho x >> {tmp_path / 'compiled'}\nexit 1\n")
+    compiler.chmod(0o755)
+    return subprocess.run([sys.executable, "-m", "torch_dlpack_bridge"], capture_output=True, text=True, timeout=300,
+                          cwd=str(tmp_path), env=python_env(PYTHONPATH=site, CXX=str(compiler),
+                                                            TORCH_DLPACK_BRIDGE_CACHE=str(tmp_path / "cache")))
+
+
+def test_main_job_on_a_torch_newer_than_the_wheel_says_in_one_line_torchs_table_is_in_use_and_the_ways_out(tmp_path):
+    """The wheel covers up to the minor before the running torch: the main job builds nothing, and says in one
+    line that torch's own table is in use, why, and the two ways out."""
+    if torch_dlpack_bridge._native_capsule() is None:
+        pytest.skip("this torch has no table of its own")
+    major, minor = _build.version_tuple(torch.__version__)
+    result = main_job(wheel_covering(tmp_path, "2.4.1", f"{major}.{minor - 1}.0"), tmp_path)
+    assert result.returncode == 0 and result.stdout.count("\n") == 1, result
+    line = result.stdout.strip()
+    assert line.startswith(f"verdict: torch's own DLPack exchange table is in use: torch {torch.__version__} is "
+                           f"newer than this wheel covers (torch 2.4.1 to {major}.{minor - 1}.0); next: ")
+    assert "upgrade torch_dlpack_bridge (`pip install -U torch_dlpack_bridge`" in line
+    assert "`python -m torch_dlpack_bridge build`" in line
+    assert not (tmp_path / "compiled").exists() and "building the exchange table" not in result.stderr
+
+
+def test_main_job_on_a_torch_newer_than_the_wheel_uses_the_table_the_build_command_built(tmp_path, monkeypatch):
+    """Once `python -m torch_dlpack_bridge build` has put a library in the cache (copied there here), the main
+    job loads it and says where it came from."""
+    major, minor = _build.version_tuple(torch.__version__)
+    site = wheel_covering(tmp_path, f"{major}.{minor - 1}.0")
+    monkeypatch.setenv(_loader.CACHE_ENV, str(tmp_path / "cache"))
+    folder = _loader.cache_dir(_build.installed_torch(), torch_dlpack_bridge.__version__)
+    os.close(_cache.open_folder(_loader.cache_root(), os.path.basename(folder), create=True))
+    shutil.copy(torch_dlpack_bridge.build_info()["library"], folder)
+    result = main_job(site, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "table library built at an earlier import" in result.stdout and "is in use" not in result.stdout
+    assert not (tmp_path / "compiled").exists()
+
+
+def test_a_torch_the_wheel_covers_or_a_wheel_without_a_record_is_not_newer(monkeypatch, tmp_path):
+    target = _build.installed_torch()
+    major, minor = target.minor
+    monkeypatch.setattr(_loader, "SHIPPED_DIR", str(tmp_path))
+    assert _loader.newer_than_shipped(target) is None  # no record: an sdist install, nothing to compare
+    (tmp_path / _build.VERSIONS_RECORD).write_text(f"2.4.1\n{major}.{minor}.0\n")
+    assert _loader.newer_than_shipped(target) is None
+    (tmp_path / _build.VERSIONS_RECORD).write_text(f"{major}.{minor - 1}.0\n2.4.1\n")
+    assert f"(torch 2.4.1 to {major}.{minor - 1}.0)" in _loader.newer_than_shipped(target)

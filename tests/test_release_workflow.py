@@ -10,6 +10,7 @@ import re
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKFLOW = os.path.join(ROOT, ".github", "workflows", "release.yml")
 REHEARSAL = os.path.join(ROOT, "scripts", "release_rehearsal.sh")
+WATCH = os.path.join(ROOT, ".github", "workflows", "torch-watch.yml")
 
 
 def run_commands():
@@ -35,3 +36,21 @@ def test_pypi_publishing_is_trusted_publishing_without_a_stored_secret():
     assert "id-token: write" in publish and re.search(r"pypa/gh-action-pypi-publish@[0-9a-f]{40}  # v1\.", publish)
     assert "secrets." not in text and "password" not in text
     assert re.search(r"^on:\n  push:\n    tags: \[\"v\*\"\]", text, re.M), "runs on a version tag only"
+    # the torch watch starts it by hand on the tag it pushed: the first job, which every other one needs,
+    # refuses any other ref
+    jobs = text[text.index("\njobs:\n"):]
+    first = jobs[:jobs.index("\n    steps:")]
+    assert "startsWith(github.ref, 'refs/tags/v')" in first and "needs:" not in first
+    assert re.search(r"^  build:\n(    .*\n)*?    needs: lint$", text, re.M)
+
+
+def test_the_torch_watch_runs_its_rehearsed_script_and_builds_with_no_write_permission():
+    text = open(WATCH).read()
+    watch = text[text.index("\n  watch:"):text.index("\n  release:")]
+    assert "python3 scripts/torch_watch.py" in watch and "scripts/torch_watch.py" in \
+        open(os.path.join(ROOT, "scripts", "torch_watch_rehearsal.sh")).read()
+    assert re.search(r"^permissions: \{\}$", text, re.M) and "contents: read" in watch and ": write" not in watch
+    assert "release.yml" in text[text.index("\n  release:"):text.index("\n  report:")]
+    # no ${{ }} inside a run: script (template injection); values reach the shell through env
+    for block in re.findall(r"^( +)run: \|\n((?:\1  .*\n|\n)+)", text, re.M):
+        assert "${{" not in block[1]

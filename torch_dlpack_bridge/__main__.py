@@ -11,6 +11,8 @@ The verdict, and the exit status with it:
 - ``verdict: FAILED: the table library could not be loaded; next: ...``, status 1: the reason and its fix are
   on stderr just before it.
 - ``verdict: FAILED: <error> (traceback above); next: ...``, status 1: an unexpected error of this package.
+- ``verdict: torch's own DLPack exchange table is in use: ...; next: ...``, status 0, the only line: torch is a
+  minor newer than the wheel covers; nothing is built (_loader.NewerTorch).
 - status 2, no verdict: a command line argparse refuses.
 
 ``python -m torch_dlpack_bridge --includes`` prints the compiler flag for the consumer headers;
@@ -216,7 +218,10 @@ def main(argv: List[str]) -> int:
         return check.main(args.args)
     _loader.left_to_main = False
     try:
-        _table.publish_at_import(explicit=True, retry_failed=args.command == "build")
+        _table.publish_at_import(explicit=True, retry_failed=args.command == "build", keep_newer=args.command is None)
+    except _loader.NewerTorch as kept:  # not a failure: torch's own table serves; the line says the ways out
+        print(f"verdict: {kept}")
+        return 0
     except ImportError as error:
         print(error, file=sys.stderr)
         if args.command is None:

@@ -21,6 +21,8 @@ from typing import List, Optional, Sequence, Set, Tuple
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 PACKAGE_VERSION = "0.1.0"  # torch_dlpack_bridge.__version__; part of the key of the cache's folders
+VERSIONS_RECORD = "torch_versions.txt"
+"""Beside the libraries a build ships (_lib/): the torch versions they were built against, one a line."""
 
 
 @dataclass(frozen=True)

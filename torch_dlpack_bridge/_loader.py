@@ -16,7 +16,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import _build, _cache
 
@@ -120,14 +120,20 @@ class Deferred(ImportError):
         self.notice = notice
 
 
+class NewerTorch(Deferred):
+    """Not a failure: torch is newer than the installed wheel covers and has a table of its own, which stays
+    (the main job raises it rather than build: see newer_than_shipped); its message is the one line to say."""
+
+
 def load(package_version: str, defer_build: bool = False, retry_failed: bool = False,
-         notice_once: bool = False) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
+         notice_once: bool = False, keep_newer: bool = False) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
     """Loads the table library for the running torch; returns it and what it was built against (plus
     `library`, its path, and `origin`: "shipped", "cache", "build", or "private": built into a temporary
     folder for this process, removed once loaded). With `defer_build`, raises Deferred instead of building;
-    a build that failed before is not tried again unless `retry_failed`. Every failure is an ImportError; with
-    `notice_once` (the `import torch` hook), one saying that no build can start carries a `notice`, None once
-    said for this torch (see first_notice)."""
+    with `keep_newer` (torch has a table of its own), NewerTorch instead of building for a torch newer than the
+    wheel covers; a build that failed before is not tried again unless `retry_failed`. Every failure is an
+    ImportError; with `notice_once` (the `import torch` hook), one saying that no build can start carries a
+    `notice`, None once said for this torch (see first_notice)."""
     target = _build.installed_torch()
     shipped = os.path.join(SHIPPED_DIR, target.library_name)
     if target.is_release and os.path.isfile(shipped):
@@ -136,14 +142,15 @@ def load(package_version: str, defer_build: bool = False, retry_failed: bool = F
         except Unusable as why:
             raise ImportError(f"torch_dlpack_bridge: {why}. Reinstall torch_dlpack_bridge.") from None
     folder = cache_dir(target, package_version)
+    newer = newer_than_shipped(target) if keep_newer else None
     try:
-        return load_from_cache(target, folder, defer_build, retry_failed, notice_once)
+        return load_from_cache(target, folder, defer_build, retry_failed, notice_once, newer)
     except OSError as error:  # e.g. a file removed between two steps: still an ImportError, naming the path
         raise ImportError(f"torch_dlpack_bridge: {describe(error, folder)}") from None
 
 
 def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool, retry_failed: bool,
-                    notice_once: bool) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
+                    notice_once: bool, newer: Optional[str] = None) -> Tuple[ctypes.PyDLL, Dict[str, str]]:
     path = os.path.join(folder, target.library_name)
     problem = stale = None
     fd = -1
@@ -163,6 +170,8 @@ def load_from_cache(target: _build.TorchTarget, folder: str, defer_build: bool, 
                 problem = str(why)
             except Unusable as why:
                 stale = str(why)
+        if newer is not None:
+            raise NewerTorch(newer, newer)
         if defer_build:
             raise deferral(target, folder, fd if problem is None else -1, problem)
         if fd >= 0 and problem is None and not retry_failed:
@@ -469,6 +478,29 @@ def uncovered_reason(target: _build.TorchTarget) -> str:
     if target.rocm:
         return " (a ROCm build)"
     return ""
+
+
+def shipped_versions() -> List[str]:
+    """The torch versions the libraries installed with the package were built against (the wheel's record,
+    written by setup.py), oldest first; none where it has no record (an sdist install builds at import)."""
+    try:
+        with open(os.path.join(SHIPPED_DIR, _build.VERSIONS_RECORD)) as f:
+            versions = f.read().split()
+    except OSError:
+        return []
+    return sorted(versions, key=_build.version_tuple)
+
+
+def newer_than_shipped(target: _build.TorchTarget) -> Optional[str]:
+    """Where `target` is a minor newer than the newest the wheel covers: the main job's verdict, which says that
+    torch's own table is in use, why, and the two ways out; else None."""
+    covered = shipped_versions()
+    if not covered or target.minor <= _build.version_tuple(covered[-1]):
+        return None
+    return (f"torch's own DLPack exchange table is in use: torch {target.version} is newer than this wheel covers "
+            f"(torch {covered[0]} to {covered[-1]}); next: upgrade torch_dlpack_bridge (`pip install -U "
+            f"torch_dlpack_bridge`: a release follows each torch minor) or build its table for this torch once "
+            f"(`{BUILD_COMMAND}`, needs a C++ compiler)")
 
 
 def covered_torch() -> str:

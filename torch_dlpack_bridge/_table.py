@@ -42,12 +42,14 @@ _ADDRESS: int = 0
 _failure: Optional[ImportError] = None  # why loading failed in this process: not tried twice
 
 
-def publish_at_import(explicit: bool, retry_failed: bool = False) -> None:
+def publish_at_import(explicit: bool, retry_failed: bool = False, keep_newer: bool = False) -> None:
     """Loads the table library and installs it with the import-time policy, once per process (later calls
     return at once, or raise the first call's ImportError, unless `retry_failed`: then a build that failed,
     in this process or recorded in the cache, is tried again). Not `explicit` (the hook, inside ``import
     torch``): where torch has its own table, a library that is not ready is not built (_loader.Deferred).
-    Nothing happens while `python -m torch_dlpack_bridge` is being located (_loader.left_to_main)."""
+    With `keep_newer` (the main job), neither where torch, with a table of its own, is newer than the wheel
+    covers (_loader.NewerTorch). Nothing happens while `python -m torch_dlpack_bridge` is being located
+    (_loader.left_to_main)."""
     global _library, _library_info, _ADDRESS, _failure
     with _lock:
         if _library is not None or _loader.left_to_main:
@@ -57,7 +59,8 @@ def publish_at_import(explicit: bool, retry_failed: bool = False) -> None:
         defer = not explicit and native_capsule() is not None
         try:
             library, info = _loader.load(_build.PACKAGE_VERSION, defer_build=defer, retry_failed=retry_failed,
-                                         notice_once=not explicit)
+                                         notice_once=not explicit,
+                                         keep_newer=keep_newer and native_capsule() is not None)
         except _loader.Deferred:
             raise
         except ImportError as error:
