@@ -226,9 +226,13 @@ class NanobindDeferred {
 
  protected:
   /*! \brief Remembers the call (nanobind's cleanup list) and takes over an exception carried in it: true then. */
-  bool take_carried(nanobind::detail::cleanup_list* call) noexcept {
+  TDB_ALWAYS_INLINE bool take_carried(nanobind::detail::cleanup_list* call) noexcept {
     call_ = call;
-    for (size_t i = 1; call && call->used() && i < call->size(); ++i) {
+    return call && call->used() && take_carried_from(call);  // a used list is rare: the search is out of line
+  }
+  /*! \brief take_carried() past its first checks. */
+  TDB_NOINLINE bool take_carried_from(nanobind::detail::cleanup_list* call) noexcept {
+    for (size_t i = 1; i < call->size(); ++i) {
       PyObject* c = (*call)[i];
       const char* name = PyCapsule_CheckExact(c) ? PyCapsule_GetName(c) : nullptr;
       if (!name || std::strcmp(name, kCarriedFailure) != 0) continue;
@@ -271,9 +275,12 @@ class NanobindDeferred {
     return take_carried(call) || loaded;
   }
   /*! \brief Throws the kept exception, or one carried since, as itself; the call's record closes (call.h). */
-  void raise_kept() {
+  TDB_ALWAYS_INLINE void raise_kept() {
     body_starts();
-    if (!raised_ && !take_carried(static_cast<nanobind::detail::cleanup_list*>(call_))) return;
+    if (raised_ || take_carried(static_cast<nanobind::detail::cleanup_list*>(call_))) throw_kept();
+  }
+  /*! \brief raise_kept() once an exception is kept. */
+  [[noreturn]] TDB_NOINLINE void throw_kept() {
     PyObject* exc = raised_;
     raised_ = nullptr;
     restore_exception(exc);
