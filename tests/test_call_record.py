@@ -47,6 +47,24 @@ class Raising:
         return (1, 0)
 
 
+def run_threads(worker, n=8):
+    """Runs worker(i) on n threads at once; the exceptions they raised (a worker reports its own failures by raising)."""
+    errors = []
+
+    def guarded(i):
+        try:
+            worker(i)
+        except BaseException as e:  # noqa: BLE001  (returned)
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
 def test_a_call_from_a_body_is_lent_nothing_of_its_callers_record(m):
     # late_sum is defined after explain_refusals (not wrapped); apply's body calls it three times. Each call asks the
     # producer itself: [1,1,1], [2,2,2], [3,3,3]. Before, the first export was kept in apply's call and lent to the
@@ -122,28 +140,21 @@ def test_an_interrupt_inside_a_container_ends_the_call(m, form):
 def test_threads_keep_their_records_apart(m):
     # Refused and accepted calls, producers without a table and interrupts from 8 threads at once: each call gets its
     # own reasons, its own exports and its own exception.
-    barrier, errors = threading.Barrier(8), []
+    barrier = threading.Barrier(8, timeout=120)  # a thread that fails first breaks it, not the run
 
     def worker(i):
-        try:
-            barrier.wait()
-            for _ in range(200):
-                c = Counting()
-                assert m.read_sum(c) == 3.0 and m.read_sum(c) == 6.0
-                with pytest.raises(TypeError, match=f"argument 'x': expected dtype float32, got float64"):
-                    m.c_plain(torch.ones(2, 4, dtype=torch.float64), 1.0)
-                exc = KeyboardInterrupt(i)
-                with pytest.raises(KeyboardInterrupt) as info:
-                    m.two(Raising(exc), torch.ones(2, 4, dtype=torch.float64))
-                assert info.value is exc
-        except BaseException as e:  # noqa: BLE001  (reported below)
-            errors.append(e)
+        barrier.wait()
+        for _ in range(200):
+            c = Counting()
+            assert m.read_sum(c) == 3.0 and m.read_sum(c) == 6.0
+            with pytest.raises(TypeError, match="argument 'x': expected dtype float32, got float64"):
+                m.c_plain(torch.ones(2, 4, dtype=torch.float64), 1.0)
+            exc = KeyboardInterrupt(i)
+            with pytest.raises(KeyboardInterrupt) as info:
+                m.two(Raising(exc), torch.ones(2, 4, dtype=torch.float64))
+            assert info.value is exc
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_threads(worker)
     assert not errors, errors[:3]
 
 
@@ -154,19 +165,12 @@ def test_threads_making_the_first_calls_of_new_types_at_once(m):
     for _ in range(20):
         dlpack_only = type("DLPackOnly", (Counting,), {})
         subclass = type("Sub", (torch.Tensor,), {})
-        barrier, errors = threading.Barrier(8), []
+        barrier = threading.Barrier(8, timeout=120)  # a thread that fails first breaks it, not the run
 
         def worker(i):
-            try:
-                x = dlpack_only() if i % 2 else torch.full((3,), float(i)).as_subclass(subclass)
-                barrier.wait()
-                assert m.read_sum(x) == (3.0 if i % 2 else 3.0 * i)
-            except BaseException as e:  # noqa: BLE001  (reported below)
-                errors.append(e)
+            x = dlpack_only() if i % 2 else torch.full((3,), float(i)).as_subclass(subclass)
+            barrier.wait()
+            assert m.read_sum(x) == (3.0 if i % 2 else 3.0 * i)
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        errors = run_threads(worker)
         assert not errors, errors[:3]
