@@ -302,7 +302,7 @@ def explain_goal(explain: Dict[str, Dict[str, List[float]]]) -> str:
                 all(v <= 1.05 for v in r.values()), "the wrapper is one more call between CPython and the "
                 "library's dispatcher, which makes the call's record its thread's innermost and puts it back, and "
                 "the first tdb argument's conversion closes the record: two lookups of a thread-local of a shared "
-                "object (`__tls_get_addr`, about 60-90 instructions per call in all, benchmarks/NOTES.md; a bare "
+                "object (`__tls_get_addr`, 82-96 instructions per call in all, benchmarks/NOTES.md; a bare "
                 "pass-through wrapper alone measured up to 1.04x with nanobind); nothing is kept on an accepted call "
                 "through tables (call.h)")
 
