@@ -89,6 +89,27 @@ def test_a_call_from_a_producer_is_lent_nothing_of_the_call_that_asked_it(m):
     assert seen == [3.0, 6.0, 9.0]
 
 
+
+def test_a_refused_call_from_a_producer_keeps_nothing_in_the_call_that_asked_it(m):
+    # The producer's late_sum(q) is refused (q's first export is float64): its export must not stay in read_sum's
+    # record, or the next late_sum(q) would be lent it and refused again instead of asking q (float32 now).
+    class Flipping(Counting):
+        def __dlpack__(self, **kwargs):
+            self.k += 1
+            return np.full(3, self.k, dtype=np.float64 if self.k == 1 else np.float32).__dlpack__(**kwargs)
+
+    q, seen = Flipping(), []
+
+    class Asking(Counting):
+        def __dlpack__(self, **kwargs):
+            with pytest.raises(TypeError, match="incompatible function arguments"):
+                m.late_sum(q)
+            seen.append(m.late_sum(q))
+            return super().__dlpack__(**kwargs)
+
+    assert m.read_sum(Asking()) == 3.0
+    assert seen == [6.0]
+
 @pytest.mark.parametrize("name", ["KeyboardInterrupt", "SystemExit", "ValueError"])
 def test_an_interrupt_ends_the_call_when_the_overload_is_given_up_for_another_argument(m, name):
     # two(x, y) takes two float32 (-1, 4) tensors; y (float64) is refused after x's producer raised. Before (nanobind),
