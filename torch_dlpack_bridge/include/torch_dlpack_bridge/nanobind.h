@@ -28,8 +28,8 @@
  * false with and without cast_flags::convert, so the next overload is tried whatever the other arguments need,
  * and when no overload takes the call nanobind raises its TypeError, "f(): incompatible function arguments",
  * listing every overload with its parameters' names (`nb::arg`) and constraints, and the arguments' types.
- * from_python() never throws and keeps nothing to raise later: nanobind's std::optional and list casters take
- * an element's value inside their own `noexcept` code, where a throwing value would end the process. Call
+ * from_python() never throws, and a refusal is never kept to raise later: nanobind's std::optional and list casters
+ * take an element's value inside their own `noexcept` code, where a throwing value would end the process. Call
  * `tdb::explain_refusals(m)` at the end of `NB_MODULE` and that same TypeError also says which tensor argument each
  * overload refused, and why (refusals.h): ``overload 1: argument 'y': expected dtype float32, got float16``.
  *
