@@ -135,6 +135,9 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   // met it up for another argument and chooses one without a tdb parameter.
   m.def("vec_or_objects", [](Vec x, int) { return x.size(0); }, py::arg("x"), py::arg("n"));
   m.def("vec_or_objects", [](py::object, py::object) { return int64_t{-1}; }, py::arg("x"), py::arg("n"));
+  // Issue 51: an overload without a tdb parameter, tried first and given up, leaves the record open for the next.
+  m.def("int_or_vec", [](int n) { return double(n); }, py::arg("x"));
+  m.def("int_or_vec", [](Vec x) { return sum(x); }, py::arg("x"));
   // Issue 51: a producer's `__dlpack__` may call the module's functions (wrapped or not).
   m.def("read_sum", [](Vec x) { return sum(x); }, py::arg("x"));
   tdb::explain_refusals(m);

@@ -75,6 +75,43 @@ def test_a_call_from_a_body_is_lent_nothing_of_its_callers_record(m):
     assert [m.late_sum(p) for _ in range(2)] == [12.0, 15.0]  # outside any call: the same
 
 
+class FirstRefused:
+    """A producer without a table whose first `__dlpack__` hands out float64 rows of 4 (refused by either's float32
+    overload) and its k-th after that [k, k, k] (float32)."""
+
+    def __init__(self):
+        self.k = 0
+
+    def __dlpack__(self, **kwargs):
+        self.k += 1
+        first = self.k == 1
+        return np.full((1, 4) if first else 3, self.k, dtype=np.float64 if first else np.float32).__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_the_body_of_an_overload_without_a_tdb_parameter_is_lent_nothing(m, request):
+    # either's first overload exported p (float64, refused), kept in the call's record for the overloads after it;
+    # the second (two objects) takes the call and its callback calls late_sum(p) (not wrapped). Each asks p itself:
+    # 6, 9, 12. Before, late_sum was lent the refused float64 export and raised TypeError.
+    if request.node.callspec.params["m"] == "nanobind":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="nanobind's overloads are internal: the body of one "
+                                              "without a tdb parameter runs with the record open (call.h)"))
+    p, seen = FirstRefused(), []
+    assert m.either(p, lambda: seen.extend(m.late_sum(p) for _ in range(3))) == "object"
+    assert seen == [6.0, 9.0, 12.0] and p.k == 4
+
+
+def test_an_overload_without_a_tdb_parameter_given_up_leaves_the_record_to_the_next(m):
+    # int_or_vec's first overload (an int) gives p up; the second exports p (float64 rows, refused) into the call's
+    # record, and the TypeError's reason is worded from that export: p is asked once.
+    p = FirstRefused()
+    with pytest.raises(TypeError) as info:
+        m.int_or_vec(p)
+    assert p.k == 1 and "overload 2: argument 'x': expected dtype float32, got float64" in str(info.value)
+
+
 def test_a_call_from_a_producer_is_lent_nothing_of_the_call_that_asked_it(m):
     # A producer's __dlpack__ runs while the wrapped call converts its argument: calls it makes (wrapped or not) keep
     # nothing in that call's record and are lent nothing from it.

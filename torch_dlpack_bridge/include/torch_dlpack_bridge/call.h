@@ -13,11 +13,12 @@
  * plain caster). What the record keeps: the tensors exported through `__dlpack__`, lent to every overload and pass so
  * that each producer is asked once per call; the producers' refusals, to word the TypeError and so that a refusing
  * producer is not asked again; and the first exception that was not a refusal, which the call ends with (nanobind.h: a
- * nanobind caster cannot raise it). All of it is released when the record is destroyed, as the call ends. Two gaps are
- * left: the body of an overload with no tdb parameter, chosen after another overload's casters exported a tensor, runs
- * with the record open; and an item that a container of the binding library's own converts as it loads (a
- * std::variant's, a std::tuple's, pybind11's std::vector of tdb::TensorView) closes the record early, so later items
- * and overloads ask their producers again.
+ * nanobind caster cannot raise it). All of it is released when the record is destroyed, as the call ends. An overload
+ * with no tdb parameter has no caster to close the record: with pybind11 the wrapper gives its impl one that does
+ * (pybind11.h); with nanobind, whose overloads are internal, its body runs with the record open (a gap). Another gap:
+ * an item that a container of the binding library's own converts as it loads (a std::variant's, a std::tuple's,
+ * pybind11's std::vector of tdb::TensorView) closes the record early, so later items and overloads ask their producers
+ * again.
  *
  * Included by view.h; a kernel author never includes it directly.
  */

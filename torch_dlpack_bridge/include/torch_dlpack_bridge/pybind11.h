@@ -70,6 +70,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -147,6 +148,45 @@ struct TDB_MODULE_LOCAL Pybind11Dispatcher : pybind11::cpp_function {  // hidden
     return record && record->name ? record->name : "";
   }
 };
+/*! \brief An overload without a tdb parameter, of a wrapped function: its own impl (a list made while the module is
+ *  imported, never freed, read at each call of such an overload). */
+struct PlainOverload {
+  const pybind11::detail::function_record* record;
+  pybind11::handle (*impl)(pybind11::detail::function_call&);
+  PlainOverload* next;
+};
+TDB_MODULE_LOCAL inline std::atomic<PlainOverload*>& plain_overloads() {
+  static std::atomic<PlainOverload*> head{nullptr};
+  return head;
+}
+/*!
+ * \brief What such an overload's impl becomes: it loads its arguments and runs its body with the call's record closed
+ * (no tdb caster of its own closes it: call.h), which opens again if pybind11 gives the overload up.
+ */
+inline pybind11::handle closed_plain_overload(pybind11::detail::function_call& call) {
+  const PlainOverload* o = plain_overloads().load(std::memory_order_acquire);
+  while (o->record != &call.func) o = o->next;
+  CallRecord* r = open_record();
+  if (r) r->open = false;
+  pybind11::handle result;
+  try {
+    result = o->impl(call);
+  } catch (const pybind11::reference_cast_error&) {  // pybind11 tries the next overload
+    if (r) r->open = true;
+    throw;
+  }
+  if (r && result.ptr() == PYBIND11_TRY_NEXT_OVERLOAD) r->open = true;
+  return result;
+}
+/*! \brief Gives each overload of `self` without a tdb parameter the closing impl above (once). */
+inline void close_plain_overloads(PyObject* self) {
+  for (auto* r = pybind11::detail::function_record_ptr_from_PyObject(self); r; r = r->next) {
+    if ((r->signature && std::strstr(r->signature, kSignatureTensor)) || r->impl == &closed_plain_overload) continue;
+    PlainOverload* o = new PlainOverload{r, r->impl, plain_overloads().load(std::memory_order_relaxed)};
+    plain_overloads().store(o, std::memory_order_release);  // the module is being imported: no other writer
+    r->impl = &closed_plain_overload;
+  }
+}
 /*! \brief What a wrapped function's PyMethodDef calls instead of the dispatcher (see refusals.h). */
 inline PyObject* pybind11_explained(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return dispatch_explained(
@@ -164,6 +204,7 @@ inline bool wrap_pybind11_function(PyObject* f) {
   const PyCFunction explained = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&pybind11_explained));
   if (def->ml_meth != explained && !Pybind11Dispatcher::is(def->ml_meth)) return false;
   if (!Pybind11Dispatcher::lists_a_tensor(PyCFunction_GET_SELF(f))) return true;  // nothing to explain: left as it is
+  close_plain_overloads(PyCFunction_GET_SELF(f));
   def->ml_meth = explained;
   return true;
 }
