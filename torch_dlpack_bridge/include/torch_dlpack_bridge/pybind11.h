@@ -150,7 +150,7 @@ struct TDB_MODULE_LOCAL Pybind11Dispatcher : pybind11::cpp_function {  // hidden
 };
 /*! \brief An overload without a tdb parameter, of a wrapped function: its own impl (a list made while the module is
  *  imported, never freed, read at each call of such an overload). */
-struct PlainOverload {
+struct TDB_MODULE_LOCAL PlainOverload {  // hidden, as pybind11 is
   const pybind11::detail::function_record* record;
   pybind11::handle (*impl)(pybind11::detail::function_call&);
   PlainOverload* next;
