@@ -163,7 +163,7 @@ t2 = time.perf_counter(); print(f"{(t2 - t1) * 1e3:.1f} {t1 - t0:.1f} {torch.__v
   [ "$variant" = uncovered ] ||
     summary=$(cd "$root" && "${run[@]}" "$vpython" -m pytest -q -p no:cacheprovider -k "not ($builds)" \
               "${smoke[@]/#/$repo/}" 2>&1 | tee -a "$log" | tail -n 1)
-  case "$summary" in *passed*) case "$summary" in *failed*|*error*) status=1 ;; esac ;; "not run"*) ;; *) status=1 ;; esac
+  case "$summary" in *passed*) case "$summary" in *[0-9]\ failed*|*error*) status=1 ;; esac ;; "not run"*) ;; *) status=1 ;; esac
   unset TORCH_DLPACK_BRIDGE_BUILD CXX TORCH_DLPACK_BRIDGE_CACHE
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$arch" "$torch_col" "$py" "${flavour:-?}" "$main" "$summary" \
     "${added:-?} ms" "$note" "$today" >> "$results"
