@@ -686,6 +686,36 @@ def test_import_torch_returns_with_the_table_published_in_every_thread(first):
         assert state["seen"] == {"torch": state["ours"], "package": state["ours"]}, state
 
 
+def test_threads_importing_torch_and_the_package_at_once_all_get_the_failed_builds_import_error(uncovered, tmp_path):
+    """Two threads each import torch, then the package, and ask build_info(), where the build fails. The hook defers
+    inside one thread's `import torch` (torch has its own table), and CPython hands the other thread, importing the
+    package at that moment, the module object of that deferred import. Its first call builds as an explicit import
+    does and raises the build's ImportError. Before, it raised KeyError('cxx11_abi') (3 of 3 runs)."""
+    code = """
+        import threading
+        outcomes, go = {}, threading.Event()
+        def run(name):
+            go.wait()
+            try:
+                import torch
+                import torch_dlpack_bridge
+                torch_dlpack_bridge.build_info()
+                outcomes[name] = "returned"
+            except BaseException as error:
+                failed = isinstance(error, ImportError) and "building the exchange table" in str(error)
+                outcomes[name] = "the build's ImportError" if failed else repr(error)
+        threads = [threading.Thread(target=run, args=(name,)) for name in "ab"]
+        for t in threads: t.start()
+        go.set()
+        for t in threads: t.join()
+        print(json.dumps(outcomes))
+    """
+    env = dict(uncovered, CXX=counting_compiler(tmp_path))
+    for _ in range(3):
+        outcomes, stderr = fresh_json(code, **env)
+        assert outcomes == {"a": "the build's ImportError", "b": "the build's ImportError"}, (outcomes, stderr[-3000:])
+
+
 # ---- `python -m torch_dlpack_bridge build`, however Python is started ----------------------------------
 
 def test_the_build_command_retries_a_recorded_failure_however_python_is_started(uncovered, tmp_path):

@@ -89,17 +89,30 @@ _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
+def _loaded() -> Any:
+    """The table library, loaded and published as an explicit import does if it is not yet. Where another thread's
+    import of the package failed or was deferred (the hook, inside ``import torch``), CPython hands a thread that
+    imported the package at the same moment that module object: its first call lands here and raises the
+    ImportError of an explicit import (or builds, loads and publishes), never a KeyError."""
+    if _library is None:
+        publish_at_import(explicit=True)
+    if _library is None:  # `python -m torch_dlpack_bridge` before its __main__ loaded the library
+        raise ImportError("torch_dlpack_bridge: the table library is not loaded yet")
+    return _library
+
+
 def exchange_api() -> Any:
     """This project's table as a PyCapsule named ``"dlpack_exchange_api"``.
 
     >>> torch_dlpack_bridge.exchange_api()  # doctest: +ELLIPSIS
     <capsule object "dlpack_exchange_api" at ...>
     """
-    return _library.tdb_exchange_api_capsule()
+    return _loaded().tdb_exchange_api_capsule()
 
 
 def exchange_api_address() -> int:
     """This project's table as an address (what ``__c_dlpack_exchange_api__`` holds when it is active)."""
+    _loaded()
     return _ADDRESS
 
 
@@ -113,6 +126,7 @@ def build_info() -> Dict[str, Any]:
     >>> info["torch_version"].split(".")[:2] == torch.__version__.split(".")[:2]
     True
     """
+    _loaded()
     info: Dict[str, Any] = dict(_library_info)
     info.update(cxx11_abi=info["cxx11_abi"] == "1",
                 dlpack_version=tuple(int(v) for v in info["dlpack_version"].split(".")))
@@ -149,6 +163,7 @@ def install(prefer: Optional[str] = None) -> None:
     'torch_dlpack_bridge'
     """
     global _saved
+    library = _loaded()
     prefer = prefer or os.environ.get(PREFER_ENV) or "bridge"
     if prefer not in ("torch", "bridge"):
         raise ValueError(f"prefer must be 'torch' or 'bridge', not {prefer!r}")
@@ -163,9 +178,9 @@ def install(prefer: Optional[str] = None) -> None:
         address = legacy if isinstance(legacy, int) else _address_of(native)
     # Before the table: a consumer caches the probe and the bump with the table it finds, once per type.
     # Whichever table is preferred, they are this library's (they read torch's tensors, not a table).
-    setattr(torch.Tensor, PROBE_ATTR, _library.tdb_autograd_probe_capsule())
-    setattr(torch.Tensor, BUMP_ATTR, _library.tdb_version_bump_capsule())
-    layout = _library.tdb_autograd_layout_capsule()
+    setattr(torch.Tensor, PROBE_ATTR, library.tdb_autograd_probe_capsule())
+    setattr(torch.Tensor, BUMP_ATTR, library.tdb_version_bump_capsule())
+    layout = library.tdb_autograd_layout_capsule()
     if layout is not None:
         setattr(torch.Tensor, LAYOUT_ATTR, layout)
     setattr(torch.Tensor, CAPSULE_ATTR, capsule)
