@@ -145,7 +145,7 @@ inline bool nanobind_lists_a_tensor(PyObject* f) {
 }
 /*! \brief What a wrapped function's vectorcall slot holds instead of entry I (see refusals.h). */
 template <int I>
-PyObject* nanobind_explained(PyObject* f, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+TDB_MODULE_LOCAL PyObject* nanobind_explained(PyObject* f, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   return dispatch_explained(Dispatch{nanobind_entries()[I].load(std::memory_order_relaxed), f, args, nargsf, kwnames,
                                      &nanobind_function_name});
 }

@@ -163,9 +163,13 @@ TDB_MODULE_LOCAL inline std::atomic<PlainOverload*>& plain_overloads() {
  * \brief What such an overload's impl becomes: it loads its arguments and runs its body with the call's record closed
  * (no tdb caster of its own closes it: call.h), which opens again if pybind11 gives the overload up.
  */
-inline pybind11::handle closed_plain_overload(pybind11::detail::function_call& call) {
+TDB_MODULE_LOCAL inline pybind11::handle closed_plain_overload(pybind11::detail::function_call& call) {
   const PlainOverload* o = plain_overloads().load(std::memory_order_acquire);
-  while (o->record != &call.func) o = o->next;
+  while (o && o->record != &call.func) o = o->next;
+  if (!o) {  // not one of this module's (cannot happen: each module's list and impl are hidden, its own)
+    PyErr_SetString(PyExc_SystemError, "torch_dlpack_bridge: an overload's own impl was not found");
+    return pybind11::handle();
+  }
   CallRecord* r = open_record();
   if (r) r->open = false;
   pybind11::handle result;
@@ -188,7 +192,8 @@ inline void close_plain_overloads(PyObject* self) {
   }
 }
 /*! \brief What a wrapped function's PyMethodDef calls instead of the dispatcher (see refusals.h). */
-inline PyObject* pybind11_explained(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+TDB_MODULE_LOCAL inline PyObject* pybind11_explained(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                                     PyObject* kwnames) {
   return dispatch_explained(
       Dispatch{&Pybind11Dispatcher::call, self, args, static_cast<size_t>(nargs), kwnames, &Pybind11Dispatcher::name});
 }
