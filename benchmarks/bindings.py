@@ -301,10 +301,10 @@ def explain_goal(explain: Dict[str, Dict[str, List[float]]]) -> str:
     return goal("a module with `explain_refusals` <= 1.05x one without on accepted calls", "; ".join(results),
                 all(v <= 1.05 for v in r.values()), "the wrapper is one more call between CPython and the "
                 "library's dispatcher, which makes the call's record its thread's innermost and puts it back, and "
-                "the first tdb argument's conversion closes the record: two lookups of a thread-local of a shared "
-                "object (`__tls_get_addr`, 82-96 instructions per call in all, benchmarks/NOTES.md; a bare "
-                "pass-through wrapper alone measured up to 1.04x with nanobind); nothing is kept on an accepted call "
-                "through tables (call.h)")
+                "each tdb argument's conversion closes the record: a lookup of a thread-local of a shared object "
+                "(`__tls_get_addr`) for each, about 1 ns here; a bare pass-through wrapper alone measured 1.02x "
+                "(pybind11) and 1.04x (nanobind), benchmarks/NOTES.md; nothing is kept on an accepted call through "
+                "tables (call.h)")
 
 
 def outputs_contenders(mods) -> Dict[str, Callable]:
