@@ -74,7 +74,13 @@ def binding_rows(saved: Path) -> List[str]:
         spread = _range(r, "both bindings, with and without `c_contig`")
         rows.append(f"| Declare what a kernel accepts (a typed parameter, written): per tensor | the same binding's "
                     f"untyped caster | {statistics.median(r):.2f}x | {spread} |")
-        if "_explain" in typed:  # (absent from runs saved before issue 44's rows)
+        if "_explain8" in typed:  # issue 51's measure: per tensor, the untyped caster
+            per = [v for n, rounds in bindings.explain8_ratios(typed["_explain8"]).items() if "untyped" in n
+                   for v in rounds]
+            rows.append(f"| Say why a call was refused (`tdb::explain_refusals`): per tensor of an accepted call | "
+                        f"the same module without it | {statistics.median(per):.2f}x | "
+                        f"{_range(per, 'rounds of both bindings, the untyped caster')} |")
+        elif "_explain" in typed:  # (absent from runs saved before issue 44's rows)
             per = list(bindings.explain_ratios(typed["_explain"]).values())
             rows.append(f"| Say why a call was refused (`tdb::explain_refusals`): a call that is accepted | the same "
                         f"module without it | {statistics.median(per):.2f}x | "

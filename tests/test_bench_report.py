@@ -85,6 +85,37 @@ def test_typed_section_reports_explain_refusals_per_call_and_its_goal(tmp_path):
     assert len(summary.binding_rows(saved)) == 1
 
 
+def test_typed_section_judges_explain_refusals_per_tensor_of_the_untyped_caster(tmp_path):
+    bindings, summary = _benchmarks()
+    typed = _typed([106, 108])
+
+    def pair(with8):  # f0 10 ns in both modules; 8 tensors 170 ns without (20 ns each), `with8` with, two rounds
+        return {"0": {"without": [10, 10], "with": [10, 10]}, "8": {"without": [170, 170], "with": with8}}
+
+    typed["_explain8"] = {"pybind11 `tdb::TensorView` (untyped)": pair([174, 178]),  # 1.025x, 1.05x
+                          "pybind11 typed, written": pair([194, 194]),  # 1.15x
+                          "nanobind `tdb::TensorView` (untyped)": pair([170, 170])}  # 1.00x
+    text = bindings.typed_report(typed, META)
+    assert ("| parameter | without ns per tensor | with `explain_refusals` ns per tensor | with / without | range over "
+            "rounds |") in text
+    assert "| pybind11 `tdb::TensorView` (untyped) | 20.0 | 20.5 | 1.04x | 1.02-1.05x |" in text
+    assert ("- Goal met: a module with `explain_refusals` <= 1.05x one without per tensor, the untyped caster: "
+            "pybind11 1.04x; nanobind 1.00x.") in text
+    assert ("- Not a goal, for the reader: with / without per tensor for the typed parameters, pybind11 written 1.15x; "
+            "and per call (the first table, a one-tensor call pays the whole wrapper): pybind11 1.01-1.07x (highest: "
+            "`dtype2(x)`); nanobind 0.99x (highest: `f0()`).") in text
+    assert "on accepted calls" not in text  # the per-call goal is not judged where the per-tensor rows were measured
+    typed["_explain8"]["pybind11 `tdb::TensorView` (untyped)"] = pair([186, 186])  # 1.10x
+    assert ("- **Goal not met**: a module with `explain_refusals` <= 1.05x one without per tensor, the untyped caster: "
+            "pybind11 1.10x; nanobind 1.00x. Why:") in bindings.typed_report(typed, META)
+    # The summary's row: per tensor of the untyped caster, every round of both bindings.
+    saved = tmp_path / "bindings.json"
+    saved.write_text(json.dumps({"typed": typed}))
+    assert summary.binding_rows(saved)[1] == (
+        "| Say why a call was refused (`tdb::explain_refusals`): per tensor of an accepted call | the same module "
+        "without it | 1.05x | 1.00-1.10x over rounds of both bindings, the untyped caster |")
+
+
 def test_typed_section_shows_typed_parameters_against_the_stable_abi_caster_where_it_was_measured(monkeypatch):
     bindings, _ = _benchmarks()
     typed = _typed([100, 100])
