@@ -15,7 +15,7 @@ the nanobind caster (nanobind.h), a pybind11 torch extension taking torch::Tenso
 that kernel authors write for torch's stable ABI (bench_stable), and tvm-ffi's testing.nop (converts each argument
 through the exchange table; reads nothing). The typed-parameter section also times the pybind11 and nanobind
 modules against the same modules built with `tdb::explain_refusals(m)` (bench_*_explain), on calls they accept
-(issue 44).
+(issue 44) and per tensor of an 8-tensor call (issue 51).
 benchmarks/run.py includes this section in RESULTS.md too.
 """
 
