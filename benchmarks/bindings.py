@@ -306,12 +306,13 @@ def explain_table(explain: Dict[str, Dict[str, List[float]]]) -> List[str]:
 
 def explain8_ratios(explain8: Dict[str, Dict[str, Dict[str, List[float]]]]) -> Dict[str, List[float]]:
     """Per tensor, per round: (8-tensor call - f0()) with `explain_refusals` / the same without."""
-    out = {}
-    for n, d in explain8.items():
-        with_ = [(t8 - t0) / 8 for t0, t8 in zip(d["0"]["with"], d["8"]["with"])]
-        without = [(t8 - t0) / 8 for t0, t8 in zip(d["0"]["without"], d["8"]["without"])]
-        out[n] = [w / o for w, o in zip(with_, without)]
-    return out
+    return {n: [w / o for w, o in zip(explain8_per_tensor(d, "with"), explain8_per_tensor(d, "without"))]
+            for n, d in explain8.items()}
+
+
+def explain8_per_tensor(d: Dict[str, Dict[str, List[float]]], side: str) -> List[float]:
+    """One side ("with" or "without") of an explain8 pair, per tensor per round (per_tensor())."""
+    return per_tensor({"0": d["0"][side], "8": d["8"][side]}, 8)
 
 
 def explain8_table(explain8: Dict[str, Dict[str, Dict[str, List[float]]]]) -> List[str]:
@@ -322,7 +323,7 @@ def explain8_table(explain8: Dict[str, Dict[str, Dict[str, List[float]]]]) -> Li
              "rounds |", "|---|---:|---:|---:|---:|"]
     ratios = explain8_ratios(explain8)
     for n, d in explain8.items():
-        per = {k: min((t8 - t0) / 8 for t0, t8 in zip(d["0"][k], d["8"][k])) for k in ("without", "with")}
+        per = {side: min(explain8_per_tensor(d, side)) for side in ("without", "with")}
         lines.append(f"| {n} | {per['without']:,.1f} | {per['with']:,.1f} | {statistics.median(ratios[n]):.2f}x | "
                      f"{min(ratios[n]):.2f}-{max(ratios[n]):.2f}x |")
     return lines + [""]
