@@ -58,6 +58,11 @@ double sum(const std::vector<Vec>& xs) {
   return total;
 }
 
+// Issue 51: a property whose setter takes a tensor.
+struct Holder {
+  double total = 0;
+};
+
 }  // namespace
 
 // Which name a reason line gives an argument: the binding library's (py::arg, or its own), never tdb::named's.
@@ -125,6 +130,12 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
       .def_static("make", &Pair::make, py::arg("x"), py::arg("y"));
   m.def("keywords", [](Vec x, Vec y, std::optional<Vec> z) { return x.size(0) + y.size(0) + (z ? z->size(0) : 0); },
         py::arg("x"), py::kw_only(), py::arg("y"), py::arg("z") = py::none());
+#if defined(TDB_USE_NANOBIND)
+  py::class_<Holder>(m, "Holder").def(py::init<>()).def_prop_rw(
+#else
+  py::class_<Holder>(m, "Holder").def(py::init<>()).def_property(
+#endif
+      "w", [](const Holder& h) { return h.total; }, [](Holder& h, Vec x) { h.total = sum(x); });
   m.def_submodule("sub").def("vec", [](Vec x) { return x.size(0); }, py::arg("x"));
   m.def("named_by_arg", [](std::vector<Named> xs) { return xs.size(); }, py::arg("xs"));
   m.def("named_by_library", [](std::vector<Named> xs) { return xs.size(); });
@@ -138,6 +149,12 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   // Issue 51: an overload without a tdb parameter, tried first and given up, leaves the record open for the next.
   m.def("int_or_vec", [](int n) { return double(n); }, py::arg("x"));
   m.def("int_or_vec", [](Vec x) { return sum(x); }, py::arg("x"));
+  // Issue 51: an overload whose only tdb parameter is in a std::variant, given an int: no tdb caster closes the record.
+  m.def("vary", [](C<float> x, int, py::object) { return got(x); }, py::arg("x"), py::arg("y"), py::arg("callback"));
+  m.def("vary", [](py::object, std::variant<int, C<float>>, py::object callback) {
+    callback();
+    return std::string("variant");
+  }, py::arg("x"), py::arg("y"), py::arg("callback"));
   // Issue 51: a producer's `__dlpack__` may call the module's functions (wrapped or not).
   m.def("read_sum", [](Vec x) { return sum(x); }, py::arg("x"));
   tdb::explain_refusals(m);

@@ -217,14 +217,14 @@ inline bool wrap_pybind11_function(PyObject* f) {
 }  // namespace detail
 
 /*!
- * \brief Makes every function of `m` with a tdb tensor parameter (its classes' methods and its submodules' functions
- * too) say why a tdb parameter refused a tensor when no overload takes a call: pybind11's TypeError, the same type and
- * listing, with one line per overload and refused tensor argument added (refusals.h). Call it at the end of
- * `PYBIND11_MODULE`, after the last `def` (a function defined later is not wrapped). The call is dispatched once either
- * way: the reasons are worded only for a refused call, by each parameter type's checks, and a producer without a table
- * is asked `__dlpack__` once per call; a call that is taken makes its record innermost and puts it back. Any other
- * function is left as it is (nothing to explain: its calls cost what they did). Needs pybind11 3 (its vectorcall
- * dispatcher); does nothing with pybind11 2 or the limited API.
+ * \brief Makes every function of `m` with a tdb tensor parameter (its classes' methods and property setters,
+ * submodules' functions too) say why a tdb parameter refused a tensor when no overload takes a call: pybind11's
+ * TypeError, the same type and listing, with one line per overload and refused tensor argument added (refusals.h). Call
+ * it at the end of `PYBIND11_MODULE`, after the last `def` (a function defined later is not wrapped). The call is
+ * dispatched once either way: the reasons are worded only for a refused call, by each parameter type's checks, and a
+ * producer without a table is asked `__dlpack__` once per call; a call that is taken makes its record innermost and
+ * puts it back. Any other function is left as it is (nothing to explain: its calls cost what they did). Needs pybind11
+ * 3 (its vectorcall dispatcher); does nothing with pybind11 2 or the limited API.
  */
 inline void explain_refusals(pybind11::module_& m) {
 #if PYBIND11_VERSION_MAJOR >= 3 && !defined(Py_LIMITED_API)

@@ -435,7 +435,7 @@ inline bool own_overload_error(PyObject* error, const Dispatch& d, bool& constru
   PyObject* text = PyObject_Str(error);
   const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
   const std::string name = d.name(d.callee), own = name + "(): incompatible ";
-  const bool yes = utf8 && !name.empty() && std::strncmp(utf8, own.c_str(), own.size()) == 0 &&
+  const bool yes = utf8 && std::strncmp(utf8, own.c_str(), own.size()) == 0 &&
                    !std::strstr(utf8, kWhy);  // explained already: a wrapped call's of an older module
   constructor = yes && std::strncmp(utf8 + own.size(), "constructor", 11) == 0;
   Py_XDECREF(text);
@@ -491,8 +491,8 @@ TDB_ALWAYS_INLINE inline PyObject* dispatch_explained(const Dispatch& d) {
 }
 
 /*!
- * \brief Calls `wrap` on every function of `scope` (a module: its functions, its classes' methods and static
- * methods, its submodules named under it), which wraps those of its binding library in this module.
+ * \brief Calls `wrap` on every function of `scope` (a module: its functions, its classes' methods, static methods
+ * and properties' getters and setters, its submodules named under it), which wraps those of its library here.
  */
 inline void wrap_functions(PyObject* scope, bool (*wrap)(PyObject*), int depth = 0) {
   explaining() = true;
@@ -510,6 +510,12 @@ inline void wrap_functions(PyObject* scope, bool (*wrap)(PyObject*), int depth =
         wrap(f);
         Py_DECREF(f);
       }
+    } else if (PyObject_TypeCheck(v, &PyProperty_Type)) {  // a property's getter and setter (a static one's too)
+      for (const char* accessor : {"fget", "fset"})
+        if (PyObject* f = PyObject_GetAttrString(v, accessor)) {
+          wrap(f);
+          Py_DECREF(f);
+        }
     } else if (depth < 3 && PyType_Check(v)) {
       wrap_functions(v, wrap, depth + 1);  // the module's classes and their nested classes
     } else if (scope_name && PyModule_Check(v)) {
