@@ -155,6 +155,13 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
     callback();
     return std::string("variant");
   }, py::arg("x"), py::arg("y"), py::arg("callback"));
+  // The same with a std::optional of tdb::TensorView given None: pybind11's own caster, which converts no tensor.
+  m.def("maybe", [](C<float> x, py::object, int) { return got(x); }, py::arg("x"), py::arg("y").none(),
+        py::arg("callback"));
+  m.def("maybe", [](py::object, std::optional<tdb::TensorView>, py::object callback) {
+    callback();
+    return std::string("optional");
+  }, py::arg("x"), py::arg("y"), py::arg("callback"));
   // Issue 51: a producer's `__dlpack__` may call the module's functions (wrapped or not).
   m.def("read_sum", [](Vec x) { return sum(x); }, py::arg("x"));
   tdb::explain_refusals(m);

@@ -113,6 +113,17 @@ def test_the_body_of_an_overload_whose_variant_took_no_tensor_is_lent_nothing(m)
     assert seen == [6.0, 9.0, 12.0] and p.k == 4
 
 
+def test_the_body_of_an_overload_whose_optional_view_took_none_is_lent_nothing(m, request):
+    # maybe's first overload exports p (float64, refused); the second takes None as its std::optional<TensorView>.
+    # nanobind's optional is tdb's own caster, which closes the record; pybind11's is pybind11's.
+    if request.node.callspec.params["m"] == "pybind11":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="pybind11's own std::optional caster of a "
+                                              "tdb::TensorView given None converts no tensor (call.h)"))
+    p, seen = FirstRefused(), []
+    assert m.maybe(p, None, lambda: seen.extend(m.late_sum(p) for _ in range(3))) == "optional"
+    assert seen == [6.0, 9.0, 12.0] and p.k == 4
+
+
 def test_an_overload_without_a_tdb_parameter_given_up_leaves_the_record_to_the_next(m):
     # int_or_vec's first overload (an int) gives p up; the second exports p (float64 rows, refused) into the call's
     # record, and the TypeError's reason is worded from that export: p is asked once.
