@@ -18,10 +18,10 @@
  * (pybind11.h); with nanobind, whose overloads are internal, its body runs with the record open (a gap), as does, with
  * either library, the body of an overload whose only tdb parameters sit in the library's own casters and took no tensor
  * (std::variant alternatives; pybind11's std::optional or std::vector of tdb::TensorView given None or []): a function
- * that `explain_refusals` did not wrap (one defined after it), called from such a body, can be lent the call's exports.
- * Another gap: an item that a container of the binding library's own converts as it loads (a std::variant's, pybind11's
- * std::optional's or std::vector's of tdb::TensorView) closes the record early, so later items and overloads ask their
- * producers again.
+ * that `explain_refusals` did not wrap (one defined after it) or a cast, made in such a body, can be lent the call's
+ * exports. Another gap: an item that a container of the binding library's own converts as it loads (a std::variant's,
+ * pybind11's std::optional's or std::vector's of tdb::TensorView) closes the record early, so later items and overloads
+ * ask their producers again.
  *
  * Included by view.h; a kernel author never includes it directly.
  */
