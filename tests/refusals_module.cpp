@@ -58,6 +58,14 @@ double sum(const std::vector<Vec>& xs) {
   return total;
 }
 
+// Issue 59: a list of untyped views, read as float32 rows (each item's own strides).
+double sum_views(const std::vector<tdb::TensorView>& xs) {
+  double total = 0;
+  for (const auto& x : xs)
+    for (int64_t i = 0; i < x.size(0); ++i) total += x.data<const float>()[i * x.stride(0)];
+  return total;
+}
+
 // Issue 51: a property whose setter takes a tensor.
 struct Holder {
   double total = 0;
@@ -164,10 +172,43 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   }, py::arg("x"), py::arg("y"), py::arg("callback"));
   // Issue 51: a producer's `__dlpack__` may call the module's functions (wrapped or not).
   m.def("read_sum", [](Vec x) { return sum(x); }, py::arg("x"));
+  // Issue 59: every tensor a body reads lives until it returns, however its container was made. Each body runs its
+  // callback first (which drops what the caller held, collects garbage and reuses freed memory), then reads.
+  m.def("total_after", [](std::vector<Vec> xs, py::object callback) {
+    callback();
+    return sum(xs);
+  }, py::arg("xs"), py::arg("callback"));
+  m.def("views_after", [](std::vector<tdb::TensorView> xs, py::object callback) {
+    callback();
+    return sum_views(xs);
+  }, py::arg("xs"), py::arg("callback"));
+  m.def("nested_after", [](std::vector<std::vector<Vec>> xss, py::object callback) {
+    callback();
+    double total = 0;
+    for (const auto& xs : xss) total += sum(xs);
+    return total;
+  }, py::arg("xss"), py::arg("callback"));
+  m.def("optional_after", [](std::optional<Vec> x, py::object callback) {
+    callback();
+    return x ? sum(*x) : -1.0;
+  }, py::arg("x"), py::arg("callback"));
+  m.def("variant_after", [](std::variant<int, Vec> x, py::object callback) {
+    callback();
+    return x.index() == 1 ? sum(std::get<1>(x)) : -1.0;
+  }, py::arg("x"), py::arg("callback"));
+  // Issue 59: a producer is asked once per call, whatever container took its tensor: the first overload converts
+  // it (a variant's alternative; a vector of views) and is given up for its int; the second takes it.
+  m.def("vary_once", [](std::variant<int, C<double>, Vec>, int) { return -1.0; }, py::arg("x"), py::arg("n"));
+  m.def("vary_once", [](Vec x, std::string) { return sum(x); }, py::arg("x"), py::arg("n"));
+  m.def("views_once", [](std::vector<tdb::TensorView>, int) { return -1.0; }, py::arg("xs"), py::arg("n"));
+  m.def("views_once", [](std::vector<tdb::TensorView> xs, std::string) { return sum_views(xs); }, py::arg("xs"),
+        py::arg("n"));
   tdb::explain_refusals(m);
   // Defined after explain_refusals: not wrapped (the library's message, no reasons).
   m.def("late_sum", [](Vec x) { return sum(x); }, py::arg("x"));
   m.def("late", [](Vec x) { return x.size(0); }, py::arg("x"));
   m.def("late_c", [](C<float> x) { return got(x); }, py::arg("x"));
   m.def("late_total", [](std::vector<Vec> xs) { return sum(xs); }, py::arg("xs"));
+  // Issue 59: a body that converts an object itself (no tdb parameter: never wrapped).
+  m.def("cast_sum", [](py::object x) { return sum(py::cast<Vec>(x)); }, py::arg("x"));
 }

@@ -1,27 +1,23 @@
 /*!
  * \file torch_dlpack_bridge/call.h
- * \brief The record that a call of a function wrapped by `tdb::explain_refusals` owns while the binding library
- *        resolves it (refusals.h opens and ends it).
+ * \brief The record of a call of a function wrapped by `tdb::explain_refusals`, which only that call reaches
+ *        (refusals.h opens and ends it).
  *
- * The design in one paragraph. The wrapper puts a CallRecord on its own stack and makes it its thread's innermost
- * record: a thread-local pointer, put back as it was when the call returns or raises, so no later call can find the
- * record, and nothing in it is shared with another thread (no lock, no atomic). Casters write only to their thread's
- * innermost record, and only while it is open: from the dispatch until a tdb caster converts its argument for a body
- * (body_starts(); an item that a tdb container converts as it loads does not count), and never while a caster runs a
- * producer's Python code (`__dlpack__`). So a call made from a body or a producer either opens a record of its own
- * (wrapped) or finds none open and keeps nothing (a function defined after `explain_refusals`, a module without it, a
- * plain caster). What the record keeps: the tensors exported through `__dlpack__`, lent to every overload and pass so
- * that each producer is asked once per call; the producers' refusals, to word the TypeError and so that a refusing
- * producer is not asked again; and the first exception that was not a refusal, which the call ends with (nanobind.h: a
- * nanobind caster cannot raise it). All of it is released when the record is destroyed, as the call ends. An overload
- * with no tdb parameter has no caster to close the record: with pybind11 the wrapper gives its impl one that does
- * (pybind11.h); with nanobind, whose overloads are internal, its body runs with the record open (a gap), as does, with
- * either library, the body of an overload whose only tdb parameters sit in the library's own casters and took no tensor
- * (std::variant alternatives; pybind11's std::optional or std::vector of tdb::TensorView given None or []): a function
- * that `explain_refusals` did not wrap (one defined after it) or a cast, made in such a body, can be lent the call's
- * exports. Another gap: an item that a container of the binding library's own converts as it loads (a std::variant's,
- * pybind11's std::optional's or std::vector's of tdb::TensorView) closes the record early, so later items and overloads
- * ask their producers again.
+ * The design in one paragraph. A wrapped call puts its CallRecord on its own stack and lists it, with the Python frame
+ * that made the call, among its thread's live records; the record takes itself off that list when the call returns or
+ * raises, in whatever order calls end. A caster finds a record only through the frame it runs in: the list is searched
+ * for the current frame, and no record is read unless its frame matches. The binding library converts a call's
+ * arguments and runs its body in the caller's frame, so the call's own casters (every overload and pass) and the casts
+ * its C++ body makes itself find its record. Any Python code that runs meanwhile runs in a frame of its own and finds
+ * nothing: a producer's `__dlpack__`, a list's `__getitem__`, a scalar's `__index__`, a trace or profile function, a
+ * callback the body calls, and whatever runs on another greenlet (a greenlet suspended inside a call has its stack copied
+ * away, and its frames are not the running ones, so its record is never read). A call made from there opens a record of
+ * its own (wrapped) or keeps nothing (a function defined after `explain_refusals`, a module without it). What the record
+ * keeps: the tensors exported through `__dlpack__`, lent to every overload and pass so that each producer is asked once
+ * per call; the producers' refusals, to word the TypeError and so that a refusing producer is not asked again; and the
+ * first exception that was not a refusal, which the call ends with (nanobind.h: a nanobind caster cannot raise it). All
+ * of it is released when the record is destroyed, as the call ends. The items a list parameter's caster makes while it
+ * converts are another matter, kept for every call, wrapped or not (pybind11.h, nanobind.h).
  *
  * Included by view.h; a kernel author never includes it directly.
  */
@@ -33,6 +29,9 @@
 #endif
 #include <Python.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -72,22 +71,89 @@ struct Entries {
   }
 };
 
-struct CallRecord;
-/*! \brief This thread's innermost record (nullptr: no wrapped call of this module is open on it). */
-TDB_MODULE_LOCAL inline CallRecord*& innermost() {
-  static thread_local CallRecord* record = nullptr;
-  return record;
+/*!
+ * \brief The Python frame running now: the key by which a call's casters find its record, compared and never read
+ * (the interpreter's own frame, so that no frame object is made for it).
+ */
+inline const void* current_frame() noexcept {
+#if defined(Py_LIMITED_API)
+  return PyEval_GetFrame();
+#elif PY_VERSION_HEX >= 0x030D0000
+  return PyThreadState_GetUnchecked()->current_frame;
+#elif PY_VERSION_HEX >= 0x030B0000
+  return _PyThreadState_UncheckedGet()->cframe->current_frame;
+#else
+  return _PyThreadState_UncheckedGet()->frame;
+#endif
 }
 
-/*! \brief A wrapped call's record (see the file comment): innermost on its thread from construction to destruction. */
+struct CallRecord;
+/*! \brief A live record and the frame of the call that made it. */
+struct LiveRecord {
+  const void* frame;
+  CallRecord* record;
+};
+
+/*!
+ * \brief A thread's live records, oldest first: plain data, so that a thread_local of it needs no guard. Only the
+ * record whose frame matches is ever read: the others may sit on the copied-away stack of a suspended greenlet.
+ */
+struct LiveRecords {
+  static constexpr uint32_t kInline = 8;
+  LiveRecord inline_items[kInline];
+  LiveRecord* heap;  //!< owned: used instead while more than kInline are live (greenlets waiting inside calls)
+  uint32_t size, capacity;
+
+  LiveRecord* items() noexcept { return heap ? heap : inline_items; }
+  /*! \brief Lists `record`; false when out of memory (the call then keeps nothing: no lines, no lending). */
+  bool add(const void* frame, CallRecord* record) noexcept {
+    if (size == (heap ? capacity : kInline)) {
+      auto* more = static_cast<LiveRecord*>(std::malloc(2 * size * sizeof(LiveRecord)));
+      if (!more) return false;
+      std::memcpy(more, items(), size * sizeof(LiveRecord));
+      std::free(heap);
+      heap = more;
+      capacity = 2 * size;
+    }
+    items()[size++] = LiveRecord{frame, record};
+    return true;
+  }
+  /*! \brief Takes `record` off the list (usually the newest; not always, with greenlets). */
+  void remove(const CallRecord* record) noexcept {
+    LiveRecord* at = items();
+    for (uint32_t i = size; i-- > 0;) {
+      if (at[i].record != record) continue;
+      std::memmove(at + i, at + i + 1, (size - i - 1) * sizeof(LiveRecord));
+      --size;
+      break;
+    }
+    if (size == 0 && heap) {
+      std::free(heap);
+      heap = nullptr;
+      capacity = 0;
+    }
+  }
+  /*! \brief The newest record made in `frame`, or nullptr. */
+  CallRecord* find(const void* frame) noexcept {
+    const LiveRecord* at = items();
+    for (uint32_t i = size; i-- > 0;)
+      if (at[i].frame == frame) return at[i].record;
+    return nullptr;
+  }
+};
+
+/*! \brief This thread's live records of this module's wrapped calls. */
+TDB_MODULE_LOCAL inline LiveRecords& live_records() {
+  static thread_local LiveRecords records{};
+  return records;
+}
+
+/*! \brief A wrapped call's record (see the file comment): live from construction to destruction. */
 struct CallRecord {
-  CallRecord*& slot;        //!< innermost(), looked up once for both ends
-  CallRecord* const outer;  //!< the record it hides (an enclosing wrapped call's), put back at its end
-  bool open = true;
-  int loading = 0;  //!< tdb containers loading their items (ItemsLoad): an item's conversion is not a body's
+  LiveRecords& live;  //!< its thread's list, looked up once for both ends
   std::unique_ptr<Entries> entries;
-  CallRecord() noexcept : slot(innermost()), outer(slot) { slot = this; }
-  ~CallRecord() { slot = outer; }
+  CallRecord() noexcept : live(live_records()) { live.add(current_frame(), this); }
+  ~CallRecord() { live.remove(this); }
   CallRecord(const CallRecord&) = delete;
   CallRecord& operator=(const CallRecord&) = delete;
   /*! \brief Its entries, made if need be (throws std::bad_alloc). */
@@ -97,46 +163,18 @@ struct CallRecord {
   }
 };
 
-/*! \brief The record casters may write to now: the innermost, if open, else nullptr. */
-inline CallRecord* open_record() noexcept {
-  CallRecord* r = innermost();
-  return r && r->open ? r : nullptr;
+/*! \brief The record of the call whose frame runs now, or nullptr: the only way a caster reaches a record. */
+inline CallRecord* own_record() noexcept {
+  LiveRecords& live = live_records();
+  return live.size ? live.find(current_frame()) : nullptr;
 }
-
-/*!
- * \brief Whether this module called `explain_refusals` (set while it is imported, read-only after): a module that did
- * not never opens a record, and its casters never look for one.
- */
-TDB_MODULE_LOCAL inline bool& explaining() {
-  static bool on = false;
-  return on;
-}
-
-/*! \brief A tdb caster converts its argument for a body: the call's record closes (see the file comment). */
-TDB_ALWAYS_INLINE inline void body_starts() noexcept {
-  if (!explaining()) return;
-  CallRecord* r = innermost();
-  if (r && !r->loading) r->open = false;
-}
-/*! \brief While a tdb container's caster loads its items, which the binding library converts as it goes. */
-struct ItemsLoad {
-  CallRecord* const record = innermost();
-  ItemsLoad() noexcept {
-    if (record) ++record->loading;
-  }
-  ~ItemsLoad() {
-    if (record) --record->loading;
-  }
-  ItemsLoad(const ItemsLoad&) = delete;
-  ItemsLoad& operator=(const ItemsLoad&) = delete;
-};
 
 /*!
  * \brief Notes that the producer of `obj` refused it for parameter type `param` with `error` (owned: taken), in the
- * open record; drops `error` when none is open. Never throws.
+ * running call's record; drops `error` when there is none. Never throws.
  */
 inline void note_refusal(PyObject* obj, const char* param, PyObject* error) noexcept {
-  if (CallRecord* r = open_record()) {
+  if (CallRecord* r = own_record()) {
     try {
       r->keep().notes.push_back(Noted{obj, param, error});
       Py_INCREF(obj);
@@ -148,11 +186,11 @@ inline void note_refusal(PyObject* obj, const char* param, PyObject* error) noex
 }
 
 /*!
- * \brief Keeps `exc` (owned: taken), an exception that was not a refusal, as the open record's failure (the first
- * one wins): the call ends with it. False, leaving `exc` to the caller, when no record is open.
+ * \brief Keeps `exc` (owned: taken), an exception that was not a refusal, as the running call's failure (the first
+ * one wins): the call ends with it. False, leaving `exc` to the caller, when the running frame has no record.
  */
 inline bool keep_failure(PyObject* exc) noexcept {
-  CallRecord* r = open_record();
+  CallRecord* r = own_record();
   if (!r) return false;
   try {
     Entries& e = r->keep();
@@ -164,9 +202,9 @@ inline bool keep_failure(PyObject* exc) noexcept {
   return true;
 }
 
-/*! \brief The export of `obj` that the innermost record keeps, or nullptr (refusals.h words refusals with it). */
+/*! \brief The export of `obj` that the running call's record keeps, or nullptr (refusals.h words refusals with it). */
 inline const DLManagedTensorVersioned* kept_export(PyObject* obj) noexcept {
-  CallRecord* r = innermost();
+  CallRecord* r = own_record();
   if (!r || !r->entries) return nullptr;
   const auto found = r->entries->exported.find(obj);
   return found == r->entries->exported.end() ? nullptr : found->second.get();
@@ -174,12 +212,12 @@ inline const DLManagedTensorVersioned* kept_export(PyObject* obj) noexcept {
 
 /*!
  * \brief For the casters: `obj` exported through `__dlpack__` once per wrapped call, lent (the record owns it until
- * the call ends), or nullptr when no record is open (the caller exports and owns the tensor itself). Throws the
+ * the call ends), or nullptr when the running frame has no record (the caller exports and owns the tensor itself). Throws the
  * producer's error, as ManagedTensor::from_python() does; a refusal that the producer raised earlier in the call is
  * raised again without asking it.
  */
 inline const DLManagedTensorVersioned* lent_export(PyObject* obj, const char* name) {
-  CallRecord* r = open_record();
+  CallRecord* r = own_record();
   if (!r) return nullptr;
   if (const DLManagedTensorVersioned* kept = kept_export(obj)) return kept;
   for (size_t i = r->entries ? r->entries->notes.size() : 0; i-- > 0;) {  // a producer that refused: unasked
@@ -189,17 +227,10 @@ inline const DLManagedTensorVersioned* lent_export(PyObject* obj, const char* na
     restore_exception(n.error);  // as it was raised (named already)
     throw Error::pending();
   }
-  r->open = false;  // the producer's Python code: a call made there finds no open record
-  ManagedTensor tensor;
-  try {
-    tensor = ManagedTensor::from_python(obj, nullptr, name);
-  } catch (...) {
-    r->open = true;
-    throw;
-  }
-  r->open = true;
+  // The producer's Python code runs in a frame of its own: a call it makes finds no record.
+  ManagedTensor tensor = ManagedTensor::from_python(obj, nullptr, name);
   auto put = r->keep().exported.emplace(obj, std::move(tensor));
-  Py_INCREF(obj);
+  if (put.second) Py_INCREF(obj);
   return put.first->second.get();
 }
 

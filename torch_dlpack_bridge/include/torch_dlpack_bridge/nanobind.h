@@ -183,8 +183,8 @@ TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
  * TypeError, the same type and listing, with one line per overload and refused tensor argument added (refusals.h). Call
  * it at the end of `NB_MODULE`, after the last `def` (a function defined later is not wrapped). The call is dispatched
  * once either way: the reasons are worded only for a refused call, by each parameter type's checks, and a producer
- * without a table is asked `__dlpack__` once per call; a call that is taken makes its record innermost and puts it
- * back. Any other function is left as it is (nothing to explain: its calls cost what they did). Does nothing with the
+ * without a table is asked `__dlpack__` once per call; a call that is taken lists its record and takes it off (call.h).
+ * Any other function is left as it is (nothing to explain: its calls cost what they did). Does nothing with the
  * limited API (`NB_STABLE_ABI`).
  */
 inline void explain_refusals(nanobind::module_& m) {
@@ -267,16 +267,11 @@ class NanobindDeferred {
   template <class F>
   bool load_holding(nanobind::detail::cleanup_list* call, F&& load) noexcept {
     if (take_carried(call)) return true;
-    bool loaded;
-    {
-      ItemsLoad items;  // the items' conversions are not a body's (call.h)
-      loaded = load();
-    }
+    const bool loaded = load();
     return take_carried(call) || loaded;
   }
-  /*! \brief Throws the kept exception, or one carried since, as itself; the call's record closes (call.h). */
+  /*! \brief Throws the kept exception, or one carried since, as itself. */
   TDB_ALWAYS_INLINE void raise_kept() {
-    body_starts();
     if (raised_ || take_carried(static_cast<nanobind::detail::cleanup_list*>(call_))) throw_kept();
   }
   /*! \brief raise_kept() once an exception is kept. */
@@ -401,6 +396,27 @@ std::vector<T> committed(std::vector<T>&& from) {
 }
 
 /*!
+ * \brief What a std::vector parameter of tdb tensors loads its items from (borrowed): something that holds them until
+ * the call ends. A tuple holds its own; a list's items are copied into a tuple (the body may empty the list), and so
+ * are those of any other sequence that nanobind's own caster takes (one that makes its items as they are asked for),
+ * kept in the call's cleanup list, since a view made through a table holds no reference to its tensor. nullptr
+ * (refused) when such a sequence fails, and for one that is not a list in `nb::cast` (whose cleanup list ends with the
+ * cast: its items would not outlive it).
+ */
+inline PyObject* held_items(PyObject* src, uint8_t flags, nanobind::detail::cleanup_list* cleanup) noexcept {
+  if (PyTuple_Check(src) || !cleanup || !PySequence_Check(src) || PyUnicode_Check(src) || PyBytes_Check(src))
+    return src;  // nanobind takes or refuses it as it is
+  if ((flags & static_cast<uint8_t>(nanobind::detail::cast_flags::manual)) && !PyList_Check(src)) return nullptr;
+  PyObject* items = PySequence_Tuple(src);
+  if (!items) {
+    PyErr_Clear();  // refused, as nanobind refuses a sequence it cannot read
+    return nullptr;
+  }
+  cleanup->append(items);  // the call owns it now
+  return items;
+}
+
+/*!
  * \brief A std::optional or std::vector of typed tensors: nanobind's own caster (nanobind/stl/optional.h,
  * vector.h) of the same container of tdb::detail::Uncommitted elements, so that what it accepts and how it is
  * named stay nanobind's; converting it for the chosen overload commits each element (Tensor::commit()), which
@@ -416,10 +432,13 @@ class NanobindContainer : public NanobindDeferred {
   template <typename U>
   using Cast = nanobind::detail::movable_cast_t<U>;
 
-  /*! \brief nanobind's own container caster; an element's exception that is not a refusal is kept by the
-   *  container, which raises it when converted (NanobindDeferred). */
+  /*! \brief nanobind's own container caster, given a vector's items held (held_items()); an element's exception
+   *  that is not a refusal is kept by the container, which raises it when converted (NanobindDeferred). */
   bool from_python(nanobind::handle src, uint8_t flags, nanobind::detail::cleanup_list* cleanup) noexcept {
-    return load_holding(cleanup, [&] { return inner_.from_python(src, flags, cleanup); });
+    PyObject* items = src.ptr();
+    if constexpr (std::is_same<Container, std::vector<typename Container::value_type>>::value)
+      if (!(items = held_items(items, flags, cleanup))) return false;
+    return load_holding(cleanup, [&] { return inner_.from_python(items, flags, cleanup); });
   }
   explicit operator Container*() { return &commit(); }
   explicit operator Container&() { return commit(); }

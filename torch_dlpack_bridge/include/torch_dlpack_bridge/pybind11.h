@@ -148,49 +148,6 @@ struct TDB_MODULE_LOCAL Pybind11Dispatcher : pybind11::cpp_function {  // hidden
     return record && record->name ? record->name : "";
   }
 };
-/*! \brief An overload without a tdb parameter, of a wrapped function: its own impl (a list made while the module is
- *  imported, never freed, read at each call of such an overload). */
-struct TDB_MODULE_LOCAL PlainOverload {  // hidden, as pybind11 is
-  const pybind11::detail::function_record* record;
-  pybind11::handle (*impl)(pybind11::detail::function_call&);
-  PlainOverload* next;
-};
-TDB_MODULE_LOCAL inline std::atomic<PlainOverload*>& plain_overloads() {
-  static std::atomic<PlainOverload*> head{nullptr};
-  return head;
-}
-/*!
- * \brief What such an overload's impl becomes: it loads its arguments and runs its body with the call's record closed
- * (no tdb caster of its own closes it: call.h), which opens again if pybind11 gives the overload up.
- */
-TDB_MODULE_LOCAL inline pybind11::handle closed_plain_overload(pybind11::detail::function_call& call) {
-  const PlainOverload* o = plain_overloads().load(std::memory_order_acquire);
-  while (o && o->record != &call.func) o = o->next;
-  if (!o) {  // not one of this module's (cannot happen: each module's list and impl are hidden, its own)
-    PyErr_SetString(PyExc_SystemError, "torch_dlpack_bridge: an overload's own impl was not found");
-    return pybind11::handle();
-  }
-  CallRecord* r = open_record();
-  if (r) r->open = false;
-  pybind11::handle result;
-  try {
-    result = o->impl(call);
-  } catch (const pybind11::reference_cast_error&) {  // pybind11 tries the next overload
-    if (r) r->open = true;
-    throw;
-  }
-  if (r && result.ptr() == PYBIND11_TRY_NEXT_OVERLOAD) r->open = true;
-  return result;
-}
-/*! \brief Gives each overload of `self` without a tdb parameter the closing impl above (once). */
-inline void close_plain_overloads(PyObject* self) {
-  for (auto* r = pybind11::detail::function_record_ptr_from_PyObject(self); r; r = r->next) {
-    if ((r->signature && std::strstr(r->signature, kSignatureTensor)) || r->impl == &closed_plain_overload) continue;
-    PlainOverload* o = new PlainOverload{r, r->impl, plain_overloads().load(std::memory_order_relaxed)};
-    plain_overloads().store(o, std::memory_order_release);  // the module is being imported: no other writer
-    r->impl = &closed_plain_overload;
-  }
-}
 /*! \brief What a wrapped function's PyMethodDef calls instead of the dispatcher (see refusals.h). */
 TDB_MODULE_LOCAL inline PyObject* pybind11_explained(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                                                      PyObject* kwnames) {
@@ -209,7 +166,6 @@ inline bool wrap_pybind11_function(PyObject* f) {
   const PyCFunction explained = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&pybind11_explained));
   if (def->ml_meth != explained && !Pybind11Dispatcher::is(def->ml_meth)) return false;
   if (!Pybind11Dispatcher::lists_a_tensor(PyCFunction_GET_SELF(f))) return true;  // nothing to explain: left as it is
-  close_plain_overloads(PyCFunction_GET_SELF(f));
   def->ml_meth = explained;
   return true;
 }
@@ -222,8 +178,8 @@ inline bool wrap_pybind11_function(PyObject* f) {
  * TypeError, the same type and listing, with one line per overload and refused tensor argument added (refusals.h). Call
  * it at the end of `PYBIND11_MODULE`, after the last `def` (a function defined later is not wrapped). The call is
  * dispatched once either way: the reasons are worded only for a refused call, by each parameter type's checks, and a
- * producer without a table is asked `__dlpack__` once per call; a call that is taken makes its record innermost and
- * puts it back. Any other function is left as it is (nothing to explain: its calls cost what they did). Needs pybind11
+ * producer without a table is asked `__dlpack__` once per call; a call that is taken lists its record and takes it off
+ * (call.h). Any other function is left as it is (nothing to explain: its calls cost what they did). Needs pybind11
  * 3 (its vectorcall dispatcher); does nothing with pybind11 2 or the limited API.
  */
 inline void explain_refusals(pybind11::module_& m) {
@@ -241,8 +197,7 @@ namespace detail {
 
 /*!
  * \brief What the untyped argument casters share: the value made by load(), which pybind11 takes through these
- * operators for the chosen overload, right before the body (the call's record closes then: call.h), and the
- * parameter type's recheck, for explain_refusals (refusals.h; hidden, as its module's own).
+ * operators for the chosen overload, right before the body, and the parameter type's recheck, for explain_refusals (refusals.h; hidden, as its module's own).
  */
 template <class T>
 class tdb_untyped_caster {
@@ -254,10 +209,7 @@ class tdb_untyped_caster {
   operator T&&() && { return std::move(held()); }
 
  protected:
-  T& held() noexcept {
-    tdb::detail::body_starts();
-    return *value_;
-  }
+  T& held() noexcept { return *value_; }
   std::optional<T> value_;
   TDB_MODULE_LOCAL static inline const bool registered_ =
       tdb::detail::register_recheck(tdb::detail::kSignatureTensor, &tdb::detail::recheck<tdb::TensorView>);
@@ -355,8 +307,7 @@ class tdb_typed_caster {
  private:
   /*! \brief A written tensor of this overload's own (not a container's element) is bumped at its conversion. */
   static constexpr bool kCommits = !Value::ReadOnly && std::is_same<Held, Value>::value;
-  TDB_ALWAYS_INLINE Held& commit() noexcept {  // the body starts: the call's record closes (call.h)
-    tdb::detail::body_starts();
+  TDB_ALWAYS_INLINE Held& commit() noexcept {
     if constexpr (kCommits) tdb::detail::commit_write_through(layout_, value_->object());
     return *value_;
   }
@@ -378,33 +329,87 @@ class type_caster<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>
     : public tdb_typed_caster<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>, Ts...> {};
 
 /*!
- * \brief A std::optional or std::vector of typed tensors: pybind11's own caster (pybind11/stl.h) of the same
- * container of tdb::detail::Uncommitted elements, so that what it accepts and how it is named stay pybind11's;
- * converting it for the chosen overload commits each element (Tensor::commit()), which pybind11's caster would
- * have done as it loaded them, in every overload it tried.
+ * \brief What a std::vector parameter of tdb tensors loads its items from: a tuple that holds them until the call ends.
+ * A tuple is its own; a list's items are copied into one (the body may empty the list); any other iterable that
+ * pybind11's own std::vector caster takes (a sequence that makes its items as they are asked for, a generator, `map`,
+ * ...) is drained into one in the converting pass, as pybind11 drains it. The new tuple is kept by the call
+ * (pybind11's loader_life_support), since a view made through a table holds no reference to its tensor. Empty
+ * (refused) for what pybind11 would refuse, and for a non-list outside a bound function (`py::cast`), where nothing
+ * would keep its items; an exception the iterable raises ends the call, as it does with pybind11's caster.
  */
-template <class Container, class Inner>
+inline object tdb_held_items(handle src, bool convert) {
+  PyObject* o = src.ptr();
+  if (PyTuple_Check(o)) return reinterpret_borrow<object>(src);
+  const bool sequence = PySequence_Check(o) && !PyUnicode_Check(o) && !PyBytes_Check(o);
+  const char* type = Py_TYPE(o)->tp_name;
+  const bool iterable = PyGen_Check(o) || PyAnySet_Check(o) || !std::strcmp(type, "dict_keys") ||
+                        !std::strcmp(type, "dict_values") || !std::strcmp(type, "dict_items") ||
+                        !std::strcmp(type, "map") || !std::strcmp(type, "zip");
+  if (!sequence && !(iterable && convert)) return object();
+  auto items = reinterpret_steal<object>(PySequence_Tuple(o));
+  if (!items) throw error_already_set();
+  try {
+    loader_life_support::add_patient(items);
+  } catch (const cast_error&) {  // outside a bound function: only a list goes on holding the items
+    if (!PyList_Check(o)) return object();
+  }
+  return items;
+}
+
+/*! \brief A std::vector's elements, loaded from tdb_held_items() one by one, named as pybind11's own caster names it. */
+template <class Vector>
+class tdb_items_caster {
+  using Element = typename Vector::value_type;
+
+ public:
+  static constexpr auto name = io_name("collections.abc.Sequence", "list") + const_name("[") +
+                               make_caster<Element>::name + const_name("]");
+  bool load(handle src, bool convert) {
+    object items = tdb_held_items(src, convert);
+    if (!items) return false;
+    value_.clear();
+    value_.reserve(static_cast<size_t>(PyTuple_GET_SIZE(items.ptr())));
+    for (handle item : reinterpret_borrow<tuple>(items)) {
+      make_caster<Element> element;
+      if (!element.load(item, convert)) return false;
+      value_.push_back(cast_op<Element&&>(std::move(element)));
+    }
+    return true;
+  }
+  template <typename T>
+  using cast_op_type = movable_cast_op_type<T>;
+  operator Vector*() { return &value_; }
+  operator Vector&() { return value_; }
+  operator Vector&&() && { return std::move(value_); }
+
+ private:
+  Vector value_;
+};
+
+/*!
+ * \brief A std::optional (pybind11's own caster, pybind11/stl.h) or std::vector (tdb_items_caster) of typed tensors,
+ * held as tdb::detail::Uncommitted elements, so that what it accepts and how it is named stay pybind11's; converting
+ * it for the chosen overload commits each element (Tensor::commit()), which loading them would have done in every
+ * overload tried.
+ */
+template <class Container, class Inner, class InnerCaster = make_caster<Inner>>
 class TDB_MODULE_LOCAL tdb_container_caster {  // hidden as its field, pybind11's own caster (-Werror=attributes)
-  make_caster<Inner> inner_;
+  InnerCaster inner_;
   Container value_;
 
  public:
-  static constexpr auto name = make_caster<Inner>::name;
+  static constexpr auto name = InnerCaster::name;
   template <typename T>
   using cast_op_type = movable_cast_op_type<T>;
 
-  bool load(handle src, bool convert) {
-    tdb::detail::ItemsLoad loading;
-    return inner_.load(src, convert);
-  }
+  bool load(handle src, bool convert) { return inner_.load(src, convert); }
   operator Container*() { return &commit(); }
   operator Container&() { return commit(); }
   operator Container&&() && { return std::move(commit()); }
 
  private:
   Container& commit() {
-    tdb::detail::body_starts();  // the call's record closes (call.h)
-    value_ = tdb::detail::committed(cast_op<Inner&&>(std::move(inner_)));
+    value_ = tdb::detail::committed(static_cast<Inner&&>(std::move(inner_)));
     return value_;
   }
 };
@@ -417,7 +422,11 @@ class type_caster<std::optional<tdb::Tensor<Ts...>>>
 template <class... Ts>
 class type_caster<std::vector<tdb::Tensor<Ts...>>>
     : public tdb_container_caster<std::vector<tdb::Tensor<Ts...>>,
-                                  std::vector<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>> {};
+                                  std::vector<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>,
+                                  tdb_items_caster<std::vector<tdb::detail::Uncommitted<tdb::Tensor<Ts...>>>>> {};
+/*! \brief std::vector of tdb::TensorView: its items held until the call ends (tdb_items_caster). */
+template <>
+class type_caster<std::vector<tdb::TensorView>> : public tdb_items_caster<std::vector<tdb::TensorView>> {};
 
 /*!
  * \brief A returned tdb::OwnedTensor<...> (output.h) becomes its producer's tensor (a torch.Tensor for torch's

@@ -26,8 +26,8 @@
 // (call.h: each such producer is asked once per call, however many overloads try it, and never again to word a
 // refusal), and a producer's own refusal is worded from the exception it raised, noted when it raised it: both are kept
 // in the call's own record (call.h). Nothing is dispatched again: a call runs its body once with the arguments given,
-// or is refused and no body ran. An accepted call that kept nothing pays for setting its thread's innermost record and
-// putting it back, and nothing per tensor. A type that takes its argument is not blamed; an argument that no tdb
+// or is refused and no body ran. An accepted call that kept nothing pays for listing its record with its frame and
+// taking it off, and nothing per tensor. A type that takes its argument is not blamed; an argument that no tdb
 // parameter refuses (a non-tensor parameter that did not convert) gets no line, nor does an item of an iterable that is
 // not a list or a tuple (a generator: its items are gone). A tensor argument is explained whether or not the library
 // reached it (an earlier argument may have failed first), and as it is when the call fails: one that a converter or
@@ -479,11 +479,11 @@ TDB_NOINLINE inline PyObject* explain(PyObject* result, const Dispatch& d, CallR
 }
 
 /*!
- * \brief A wrapped function's call: the library's dispatch, once, with the call's record innermost on its thread;
- * explained when it fails or its record kept something.
+ * \brief A wrapped function's call: the library's dispatch, once, with the call's record live (call.h); explained
+ * when it fails or its record kept something.
  */
 TDB_ALWAYS_INLINE inline PyObject* dispatch_explained(const Dispatch& d) {
-  CallRecord record;  // innermost until the call returns (an unwinding thread too)
+  CallRecord record;  // live until the call returns (an unwinding thread too)
   PyObject* result = d();
   if (result && !record.entries) return result;
   const Dispatch copy = d;  // made here only: `d` stays in registers, its function called directly
@@ -495,7 +495,6 @@ TDB_ALWAYS_INLINE inline PyObject* dispatch_explained(const Dispatch& d) {
  * and properties' getters and setters, its submodules named under it), which wraps those of its library here.
  */
 inline void wrap_functions(PyObject* scope, bool (*wrap)(PyObject*), int depth = 0) {
-  explaining() = true;
   PyObject* dict = PyObject_GetAttrString(scope, "__dict__");  // a module's dict, a class's mapping proxy
   PyObject* values = dict ? PyMapping_Values(dict) : nullptr;
   Py_XDECREF(dict);
