@@ -36,7 +36,7 @@ trap 'rm -rf "$work"' EXIT
 "$python" -m pip uninstall -y -q torch_dlpack_bridge 2>/dev/null || true
 tests=(test_publish test_export test_import test_allocator test_stream_cpu test_threads test_loader test_autoload
        test_consumer_header test_bindings test_refusals test_write_versions test_interrupts test_typed_tensor
-       test_refusals_threads test_call_record)
+       test_refusals_threads test_call_record test_item_lifetimes)
 if [ -n "$wheel" ]; then
   "$python" -m pip install -q "$wheel"
   export TORCH_DLPACK_BRIDGE_BUILD=0 CXX=/nonexistent

@@ -60,10 +60,11 @@ fi
 venv=$cache/venv-${version}t-torch$torch_version
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 # Each time (a no-op once satisfied, so an interrupted install completes). Wheels only for numpy (the newest
-# with a cp313t wheel is 2.4) and hypothesis (its newest sdists need a Rust toolchain and crates.io);
-# apache-tvm-ffi has no cp313t wheel (its tests skip). auditwheel: for scripts/build_wheels.sh.
+# with a cp313t wheel is 2.4), hypothesis (its newest sdists need a Rust toolchain and crates.io) and greenlet
+# (3.5's sdist does not build for 3.13t; 3.2.2 has a cp313t wheel); apache-tvm-ffi has no cp313t wheel (its tests
+# skip). auditwheel: for scripts/build_wheels.sh.
 numpy=numpy
 [ "$version" = 3.13 ] && numpy="numpy<2.5"
 "$venv/bin/python" -m pip install -q "torch==$torch_version" "$numpy" pytest hypothesis "setuptools>=77" wheel \
-  pybind11 nanobind scikit-build-core cmake ninja auditwheel --only-binary=numpy,hypothesis
+  pybind11 nanobind scikit-build-core cmake ninja auditwheel greenlet --only-binary=numpy,hypothesis,greenlet
 echo "$venv/bin/python"

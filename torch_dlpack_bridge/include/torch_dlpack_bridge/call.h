@@ -4,8 +4,9 @@
  *        (refusals.h opens and ends it).
  *
  * The design in one paragraph. A wrapped call puts its CallRecord on its own stack and lists it, with the Python frame
- * that made the call, among its thread's live records; the record takes itself off that list when the call returns or
- * raises, in whatever order calls end. A caster finds a record only through the frame it runs in: the list is searched
+ * that made the call, among the live records (the module's list, changed only with the GIL held; a thread's own on a
+ * free-threaded build); the record takes itself off the list when the call returns or raises, in whatever order calls
+ * end. A caster finds a record only through the frame it runs in: the list is searched
  * for the current frame, and no record is read unless its frame matches. The binding library converts a call's
  * arguments and runs its body in the caller's frame, so the call's own casters (every overload and pass) and the casts
  * its C++ body makes itself find its record. Any Python code that runs meanwhile runs in a frame of its own and finds
@@ -29,6 +30,7 @@
 #endif
 #include <Python.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -58,7 +60,7 @@ struct Entries {
   Entries() = default;
   Entries(const Entries&) = delete;
   Entries& operator=(const Entries&) = delete;
-  ~Entries() {  // with the GIL: the wrapper's thread holds it
+  TDB_NOINLINE ~Entries() {  // with the GIL: the wrapper's thread holds it
     for (Noted& n : notes) {
       Py_DECREF(n.obj);
       Py_XDECREF(n.error);
@@ -71,21 +73,30 @@ struct Entries {
   }
 };
 
-/*!
- * \brief The Python frame running now: the key by which a call's casters find its record, compared and never read
- * (the interpreter's own frame, so that no frame object is made for it).
- */
-inline const void* current_frame() noexcept {
-#if defined(Py_LIMITED_API)
-  return PyEval_GetFrame();
-#elif PY_VERSION_HEX >= 0x030D0000
-  return PyThreadState_GetUnchecked()->current_frame;
-#elif PY_VERSION_HEX >= 0x030B0000
-  return _PyThreadState_UncheckedGet()->cframe->current_frame;
+#if !defined(Py_LIMITED_API)
+/*! \brief The running thread's state (a call holds the GIL, or is attached without one: never nullptr). */
+inline PyThreadState* running_thread() noexcept {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyThreadState_GetUnchecked();
 #else
-  return _PyThreadState_UncheckedGet()->frame;
+  return _PyThreadState_UncheckedGet();
 #endif
 }
+
+/*!
+ * \brief The Python frame running on `t`: the key by which a call's casters find its record, compared and never read
+ * (the interpreter's own frame, so that no frame object is made for it).
+ */
+inline const void* running_frame(PyThreadState* t) noexcept {
+#if PY_VERSION_HEX >= 0x030D0000
+  return t->current_frame;
+#elif PY_VERSION_HEX >= 0x030B0000
+  return t->cframe->current_frame;
+#else
+  return t->frame;
+#endif
+}
+#endif
 
 struct CallRecord;
 /*! \brief A live record and the frame of the call that made it. */
@@ -106,20 +117,34 @@ struct LiveRecords {
 
   LiveRecord* items() noexcept { return heap ? heap : inline_items; }
   /*! \brief Lists `record`; false when out of memory (the call then keeps nothing: no lines, no lending). */
-  bool add(const void* frame, CallRecord* record) noexcept {
-    if (size == (heap ? capacity : kInline)) {
-      auto* more = static_cast<LiveRecord*>(std::malloc(2 * size * sizeof(LiveRecord)));
-      if (!more) return false;
-      std::memcpy(more, items(), size * sizeof(LiveRecord));
-      std::free(heap);
-      heap = more;
-      capacity = 2 * size;
-    }
+  TDB_ALWAYS_INLINE bool add(const void* frame, CallRecord* record) noexcept {
+    if (heap || size == kInline) return add_to_heap(frame, record);
+    inline_items[size++] = LiveRecord{frame, record};
+    return true;
+  }
+  /*! \brief Takes `record` off the list: the newest, but for calls on greenlets that end out of order. */
+  TDB_ALWAYS_INLINE void remove(const CallRecord* record) noexcept {
+    if (!heap && size && inline_items[size - 1].record == record) --size;
+    else remove_slow(record);
+  }
+  /*! \brief add() past the inline room. */
+  TDB_NOINLINE bool add_to_heap(const void* frame, CallRecord* record) noexcept {
+    if (size == (heap ? capacity : kInline) && !grow()) return false;
     items()[size++] = LiveRecord{frame, record};
     return true;
   }
-  /*! \brief Takes `record` off the list (usually the newest; not always, with greenlets). */
-  void remove(const CallRecord* record) noexcept {
+  /*! \brief Twice the room, on the heap. */
+  TDB_NOINLINE bool grow() noexcept {
+    auto* more = static_cast<LiveRecord*>(std::malloc(2 * size * sizeof(LiveRecord)));
+    if (!more) return false;
+    std::memcpy(more, items(), size * sizeof(LiveRecord));
+    std::free(heap);
+    heap = more;
+    capacity = 2 * size;
+    return true;
+  }
+  /*! \brief remove() of an older record, or with the list on the heap (freed once empty). */
+  TDB_NOINLINE void remove_slow(const CallRecord* record) noexcept {
     LiveRecord* at = items();
     for (uint32_t i = size; i-- > 0;) {
       if (at[i].record != record) continue;
@@ -142,18 +167,46 @@ struct LiveRecords {
   }
 };
 
-/*! \brief This thread's live records of this module's wrapped calls. */
-TDB_MODULE_LOCAL inline LiveRecords& live_records() {
-  static thread_local LiveRecords records{};
-  return records;
+#if !defined(Py_LIMITED_API)
+/*! \brief The interpreter whose threads list records: the first to wrap the module's functions (refusals.h). */
+TDB_MODULE_LOCAL inline std::atomic<PyInterpreterState*>& home_interpreter() {
+  static std::atomic<PyInterpreterState*> home{nullptr};
+  return home;
 }
+
+/*!
+ * \brief The live records that thread `t` lists its calls in, or nullptr (it lists none). Without the GIL, one list per
+ * thread. With it, one list per module (no thread-local to look up, which costs a taken call more than the rest of its
+ * record): listed, searched and taken off only with the GIL held, by the threads of the home interpreter; a call in
+ * another interpreter (which may have a GIL of its own) keeps nothing.
+ */
+TDB_MODULE_LOCAL TDB_ALWAYS_INLINE inline LiveRecords* live_records(PyThreadState* t) noexcept {
+#if defined(Py_GIL_DISABLED)
+  (void)t;
+  static thread_local LiveRecords records{};
+  return &records;
+#else
+  static LiveRecords records{};
+  return t->interp == home_interpreter().load(std::memory_order_relaxed) ? &records : nullptr;
+#endif
+}
+#endif
 
 /*! \brief A wrapped call's record (see the file comment): live from construction to destruction. */
 struct CallRecord {
-  LiveRecords& live;  //!< its thread's list, looked up once for both ends
+  LiveRecords* live = nullptr;  //!< the list it is on (nullptr: none, it keeps nothing), looked up once for both ends
   std::unique_ptr<Entries> entries;
-  CallRecord() noexcept : live(live_records()) { live.add(current_frame(), this); }
-  ~CallRecord() { live.remove(this); }
+#if !defined(Py_LIMITED_API)
+  CallRecord() noexcept {
+    PyThreadState* t = running_thread();
+    if ((live = live_records(t)) && !live->add(running_frame(t), this)) live = nullptr;
+  }
+  TDB_ALWAYS_INLINE ~CallRecord() {
+    if (live) live->remove(this);
+  }
+#else
+  CallRecord() noexcept = default;  // explain_refusals wraps nothing under the limited API
+#endif
   CallRecord(const CallRecord&) = delete;
   CallRecord& operator=(const CallRecord&) = delete;
   /*! \brief Its entries, made if need be (throws std::bad_alloc). */
@@ -165,8 +218,21 @@ struct CallRecord {
 
 /*! \brief The record of the call whose frame runs now, or nullptr: the only way a caster reaches a record. */
 inline CallRecord* own_record() noexcept {
-  LiveRecords& live = live_records();
-  return live.size ? live.find(current_frame()) : nullptr;
+#if defined(Py_LIMITED_API)
+  return nullptr;
+#else
+  PyThreadState* t = running_thread();
+  LiveRecords* live = live_records(t);
+  return live && live->size ? live->find(running_frame(t)) : nullptr;
+#endif
+}
+
+/*! \brief Makes the running interpreter the home of this module's records, unless one is already (refusals.h). */
+inline void claim_home_interpreter() noexcept {
+#if !defined(Py_LIMITED_API)
+  PyInterpreterState* none = nullptr;
+  home_interpreter().compare_exchange_strong(none, running_thread()->interp);
+#endif
 }
 
 /*!

@@ -495,6 +495,7 @@ TDB_ALWAYS_INLINE inline PyObject* dispatch_explained(const Dispatch& d) {
  * and properties' getters and setters, its submodules named under it), which wraps those of its library here.
  */
 inline void wrap_functions(PyObject* scope, bool (*wrap)(PyObject*), int depth = 0) {
+  claim_home_interpreter();
   PyObject* dict = PyObject_GetAttrString(scope, "__dict__");  // a module's dict, a class's mapping proxy
   PyObject* values = dict ? PyMapping_Values(dict) : nullptr;
   Py_XDECREF(dict);
