@@ -31,9 +31,7 @@
 #include <Python.h>
 
 #include <atomic>
-#include <cstdint>
-#include <cstdlib>
-#include <cstring>
+#include <cstddef>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -106,63 +104,34 @@ struct LiveRecord {
 };
 
 /*!
- * \brief A thread's live records, oldest first: plain data, so that a thread_local of it needs no guard. Only the
- * record whose frame matches is ever read: the others may sit on the copied-away stack of a suspended greenlet.
+ * \brief Live records, oldest first. Only the record whose frame matches is ever read: the others may sit on the
+ * copied-away stack of a suspended greenlet.
  */
 struct LiveRecords {
-  static constexpr uint32_t kInline = 8;
-  LiveRecord inline_items[kInline];
-  LiveRecord* heap;  //!< owned: used instead while more than kInline are live (greenlets waiting inside calls)
-  uint32_t size, capacity;
+  std::vector<LiveRecord> items;  // never shrinks: as long as the most calls ever live at once
 
-  LiveRecord* items() noexcept { return heap ? heap : inline_items; }
   /*! \brief Lists `record`; false when out of memory (the call then keeps nothing: no lines, no lending). */
   TDB_ALWAYS_INLINE bool add(const void* frame, CallRecord* record) noexcept {
-    if (heap || size == kInline) return add_to_heap(frame, record);
-    inline_items[size++] = LiveRecord{frame, record};
-    return true;
+    try {
+      items.push_back(LiveRecord{frame, record});
+      return true;
+    } catch (...) {
+      return false;
+    }
   }
-  /*! \brief Takes `record` off the list: the newest, but for calls on greenlets that end out of order. */
+  /*! \brief Takes `record` off the list: the newest, but for calls on greenlets or threads that end out of order. */
   TDB_ALWAYS_INLINE void remove(const CallRecord* record) noexcept {
-    if (!heap && size && inline_items[size - 1].record == record) --size;
-    else remove_slow(record);
+    if (!items.empty() && items.back().record == record) items.pop_back();
+    else remove_older(record);
   }
-  /*! \brief add() past the inline room. */
-  TDB_NOINLINE bool add_to_heap(const void* frame, CallRecord* record) noexcept {
-    if (size == (heap ? capacity : kInline) && !grow()) return false;
-    items()[size++] = LiveRecord{frame, record};
-    return true;
-  }
-  /*! \brief Twice the room, on the heap. */
-  TDB_NOINLINE bool grow() noexcept {
-    auto* more = static_cast<LiveRecord*>(std::malloc(2 * size * sizeof(LiveRecord)));
-    if (!more) return false;
-    std::memcpy(more, items(), size * sizeof(LiveRecord));
-    std::free(heap);
-    heap = more;
-    capacity = 2 * size;
-    return true;
-  }
-  /*! \brief remove() of an older record, or with the list on the heap (freed once empty). */
-  TDB_NOINLINE void remove_slow(const CallRecord* record) noexcept {
-    LiveRecord* at = items();
-    for (uint32_t i = size; i-- > 0;) {
-      if (at[i].record != record) continue;
-      std::memmove(at + i, at + i + 1, (size - i - 1) * sizeof(LiveRecord));
-      --size;
-      break;
-    }
-    if (size == 0 && heap) {
-      std::free(heap);
-      heap = nullptr;
-      capacity = 0;
-    }
+  TDB_NOINLINE void remove_older(const CallRecord* record) noexcept {
+    for (size_t i = items.size(); i-- > 0;)
+      if (items[i].record == record) return (void)items.erase(items.begin() + static_cast<std::ptrdiff_t>(i));
   }
   /*! \brief The newest record made in `frame`, or nullptr. */
-  CallRecord* find(const void* frame) noexcept {
-    const LiveRecord* at = items();
-    for (uint32_t i = size; i-- > 0;)
-      if (at[i].frame == frame) return at[i].record;
+  CallRecord* find(const void* frame) const noexcept {
+    for (size_t i = items.size(); i-- > 0;)
+      if (items[i].frame == frame) return items[i].record;
     return nullptr;
   }
 };
@@ -183,10 +152,10 @@ TDB_MODULE_LOCAL inline std::atomic<PyInterpreterState*>& home_interpreter() {
 TDB_MODULE_LOCAL TDB_ALWAYS_INLINE inline LiveRecords* live_records(PyThreadState* t) noexcept {
 #if defined(Py_GIL_DISABLED)
   (void)t;
-  static thread_local LiveRecords records{};
+  static thread_local LiveRecords records;
   return &records;
 #else
-  static LiveRecords records{};
+  static LiveRecords records;
   return t->interp == home_interpreter().load(std::memory_order_relaxed) ? &records : nullptr;
 #endif
 }
@@ -223,7 +192,7 @@ inline CallRecord* own_record() noexcept {
 #else
   PyThreadState* t = running_thread();
   LiveRecords* live = live_records(t);
-  return live && live->size ? live->find(running_frame(t)) : nullptr;
+  return live && !live->items.empty() ? live->find(running_frame(t)) : nullptr;
 #endif
 }
 
