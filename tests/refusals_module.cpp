@@ -211,4 +211,9 @@ TDB_TEST_MODULE(TDB_MODULE, m) {
   m.def("late_total", [](std::vector<Vec> xs) { return sum(xs); }, py::arg("xs"));
   // Issue 59: a body that converts an object itself (no tdb parameter: never wrapped).
   m.def("cast_sum", [](py::object x) { return sum(py::cast<Vec>(x)); }, py::arg("x"));
+  m.def("cast_total", [](py::object xs, py::object callback) {
+    std::vector<Vec> items = py::cast<std::vector<Vec>>(xs);
+    callback();
+    return sum(items);
+  }, py::arg("xs"), py::arg("callback"));
 }

@@ -110,3 +110,17 @@ def test_the_items_of_nested_lists_live_until_the_body_returns(m):
 def test_an_optional_or_variant_argument_lives_until_the_body_returns(m, function):
     kept = []
     assert getattr(m, function)(made(5), lambda: kept.append(churn())) == 15.0
+
+
+def test_a_vector_cast_in_a_body_keeps_its_items_or_refuses(m):
+    # cast_total converts its argument itself (py::cast / nb::cast of a std::vector of typed tensors), then runs the
+    # callback, then reads. A list holds its items. pybind11 keeps the items of a sequence that makes them in the
+    # call's temporaries; nanobind's cast keeps nothing past itself, so it refuses such a sequence.
+    kept = []
+    xs = four()
+    assert m.cast_total(xs, lambda: kept.append(churn())) == TOTAL
+    if flavour(m) == "pybind11":
+        assert m.cast_total(Building(4), lambda: kept.append(churn())) == TOTAL
+    else:
+        with pytest.raises(RuntimeError, match="bad_cast"):  # nanobind's own words for a failed nb::cast
+            m.cast_total(Building(4), lambda: kept.append(churn()))
