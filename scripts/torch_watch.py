@@ -290,7 +290,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 def leave_issue(out: str, issue: NeedsPerson) -> None:
     with open(os.path.join(out, f"issue-{issue.name}.md"), "w") as f:
         f.write(f"{issue.title}\n\n{issue.body}")
-    print(f"torch watch: {issue.title}: see {out}/issue-{issue.name}.md", flush=True)
+    said = issue.title if issue.title.startswith("torch watch: ") else f"torch watch: {issue.title}"
+    print(f"{said}: see {out}/issue-{issue.name}.md", flush=True)
 
 
 def first_release(release: Optional[str], prerelease: Optional[str], index: str, out: str) -> int:
