@@ -5,6 +5,7 @@ verdict and exit status, a failure forced for each kind. A CUDA machine runs it 
 main job."""
 
 import ctypes
+import importlib.util
 import os
 import re
 import subprocess
@@ -377,7 +378,8 @@ def test_every_variable_the_package_reads_is_checked():
             if name.endswith(".py"):
                 with open(os.path.join(folder, name)) as f:
                     read.update(re.findall(r"\bTORCH_DLPACK_BRIDGE_[A-Z_]+\b", f.read()))
-    with open(os.path.join(os.path.dirname(root), "autoload", "_torch_dlpack_bridge_autoload.py")) as f:
+    hook = importlib.util.find_spec(torch_dlpack_bridge._table.HOOK_MODULE)  # installed, or the checkout's
+    with open(hook.origin if hook else os.path.join(TESTS, "..", "autoload", "_torch_dlpack_bridge_autoload.py")) as f:
         read.update(re.findall(r"\bTORCH_DLPACK_BRIDGE_[A-Z_]+\b", f.read()))
     assert read == set(main.ENV_VALUES) == set(BAD_VALUES)
 
