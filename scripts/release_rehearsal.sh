@@ -8,7 +8,8 @@
 #   1. build     scripts/release_artifacts.sh for x86_64 and aarch64 (cross-built here): the two cp39-abi3 wheels,
 #                the cp313t wheel, the sdist
 #   2. check     scripts/release_check.sh: twine check --strict, classifiers, check-wheel-contents, auditwheel, sdist
-#   3. wheels    scripts/wheel_matrix.sh on the built x86_64 wheel, one row (the workflow runs more, natively)
+#   3. wheels    scripts/release_matrix.sh: the workflow's wheel-matrix rows, read from the registry; then
+#                scripts/wheel_matrix.sh on the built x86_64 wheel, one row (the workflow runs those, natively)
 #   4. docs      scripts/build_docs.sh: the site built and checked from the x86_64 wheel
 #   5. upload    pypiserver (from the registry) on 127.0.0.1, uploads allowed to one user of an htpasswd file made
 #                here; `twine upload` of every artifact
@@ -35,7 +36,8 @@
 #      TDB_REHEARSAL_INDEX (the registry for torch, default https://pypi.org/simple)
 # Needs: root and Debian 12 (scripts/aarch64_env.sh, scripts/freethreaded_env.sh), CPython 3.9, 3.11, 3.12 and
 # 3.13 (pyenv's or on PATH), a C++ compiler, about 15 GB free for the environment of a row (each removed after it).
-# The server is stopped and the work folder (environments, caches, artifacts built here) removed on any exit.
+# The server is stopped and the work folder (environments, caches, artifacts built here) removed on any exit. A
+# failed run prints the issue release.yml's report job would open (scripts/file_issues.sh --release-failed).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dist=
@@ -53,7 +55,11 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-die() { echo "release rehearsal: $*" >&2; exit 1; }
+issue() {  # as release.yml's report job on a failed run: the issue, filed into a folder standing in for the tracker
+  TDB_FORGE_DIR=$work/forge RUN_URL="(the rehearsal's run)" "$repo/scripts/file_issues.sh" --release-failed \
+    "v${version:-unknown}" && cat "$work"/forge/issues/*.md
+}
+die() { echo "release rehearsal: $*" >&2; issue; exit 1; }
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
 started=$SECONDS
 failed=()  # the steps 3-4 that failed: the rows still run, the rehearsal fails at the end
@@ -95,7 +101,11 @@ fi
 step "2. check: scripts/release_check.sh"
 "$repo/scripts/release_check.sh" "$dist" --tag "v$version" || die "the artifacts' check failed"
 
-step "3. wheel checks: scripts/wheel_matrix.sh 2.13.0:3.11"
+step "3. wheel checks: release.yml's rows (scripts/release_matrix.sh), then scripts/wheel_matrix.sh 2.13.0:3.11"
+PIP_INDEX_URL=$registry "$repo/scripts/release_matrix.sh" > "$work/release_matrix.json" ||
+  failed+=("scripts/release_matrix.sh")
+release_rows=$(python3 -c 'import json, sys; print(", ".join(j["rows"] for j in json.load(open(sys.argv[1]))))' \
+               "$work/release_matrix.json" 2> /dev/null)
 TDB_WHEEL_DIR=$dist TDB_MATRIX_DIR=$work/matrix TDB_MATRIX_OUT=$work/wheel_matrix.md \
   "$repo/scripts/wheel_matrix.sh" 2.13.0:3.11 > "$work/wheel_matrix.log" 2>&1 ||
   { tail -n 30 "$work/wheel_matrix.log"; failed+=("scripts/wheel_matrix.sh"); }
@@ -259,9 +269,9 @@ artifact_list=$(for a in "${artifacts[@]}"; do echo "\`$(basename "$a")\` ($(du 
                 paste -sd, - | sed 's/,/, /g')
 [ ${#failed[@]} = 0 ] || status=1
 python3 - "$out" "$results" "$artifact_list" "$matrix_row" "$docs_line" "$((SECONDS - started))" "$load" \
-  "$commit" "${failed[*]}" "$sources_note" <<'PY' || status=1
+  "$commit" "${failed[*]}" "$sources_note" "$release_rows" <<'PY' || status=1
 import datetime, sys
-out, results, artifacts, matrix_row, docs_line, seconds, load, commit, failed, sources_note = sys.argv[1:]
+out, results, artifacts, matrix_row, docs_line, seconds, load, commit, failed, sources_note, rows = sys.argv[1:]
 columns = ["row", "Python", "torch", "file pip chose", "compiled", "main job", "notes and time"]
 rows = [line.rstrip("\n").split("\t") for line in open(results)]
 today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -277,7 +287,8 @@ with open(out, "w") as f:
 end: {load}):
 the release's artifacts built by `scripts/release_artifacts.sh` ({artifacts}), checked by
 `scripts/release_check.sh` (`twine check --strict`, classifiers, `check-wheel-contents`, `auditwheel`, the sdist's
-files: passed), the x86_64 wheel through `scripts/wheel_matrix.sh 2.13.0:3.11` ({matrix_row.strip()}), the docs
+files: passed), release.yml's wheel-matrix rows read from the registry by `scripts/release_matrix.sh` ({rows}),
+the x86_64 wheel through `scripts/wheel_matrix.sh 2.13.0:3.11` ({matrix_row.strip()}), the docs
 site built and checked from it by `scripts/build_docs.sh` ({docs_line or "see its log"}); then uploaded with
 `twine upload` to a pypiserver on 127.0.0.1 (uploads for one htpasswd user; a wrong password refused), and
 installed by name in a fresh environment per row: the registry's torch first, then `pip install
@@ -297,4 +308,5 @@ torch is installed): a stand-in for what no wheel serves (free-threaded 3.14t, o
     f.write(kept)
 PY
 cat "$out"
+[ $status = 0 ] || issue
 exit $status

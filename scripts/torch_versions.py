@@ -10,12 +10,15 @@ what is newer than the newest release of this package covers. Standard library o
 
 Usage: scripts/torch_versions.py [--index URL] [--python-abi abi3|cp313t|...] [--arch x86_64|aarch64]
        prints the versions, one line, oldest first (default: the index pip would use, abi3, this machine's arch).
+       scripts/torch_versions.py [--index URL] --release-matrix
+       prints release.yml's wheel-matrix jobs as JSON (scripts/release_matrix.sh hands them to the workflow).
 """
 
 from __future__ import annotations
 
 import argparse
 import html.parser
+import json
 import os
 import platform
 import re
@@ -139,6 +142,57 @@ def torch_wheels(files: Iterable[str], python_abi: str = "abi3", arch: str = "x8
     return sorted(found, key=version_key)
 
 
+def linux_versions(files: Iterable[str]) -> List[str]:
+    """The torch versions with a Linux wheel of any CPython and architecture: a torch is out once any has one
+    (where none serves the build's CPython, the build fails and says so; it is not taken for nothing new)."""
+    found = set()
+    for name in files:
+        wheel = parse_wheel(name, "torch")
+        if wheel is not None and "linux" in wheel.platform:
+            found.add(public(wheel.version))
+    return sorted(found, key=version_key)
+
+
+def cpythons(files: Iterable[str], version: str, arch: str) -> List[str]:
+    """The CPythons ("3.9", ...) with a torch `version` wheel for Linux on `arch`, with a GIL, oldest first."""
+    found = set()
+    for name in files:
+        wheel = parse_wheel(name, "torch")
+        if (wheel is not None and public(wheel.version) == version and "linux" in wheel.platform
+                and wheel.platform.endswith("_" + arch) and re.fullmatch(r"cp3\d+", wheel.abi or "")
+                and wheel.python == wheel.abi):
+            found.add(f"3.{wheel.python[3:]}")
+    return sorted((p for p in found if p in RUNNER_PYTHONS), key=lambda p: int(p.split(".")[1]))
+
+
+RUNNER_PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
+"""The CPythons actions/setup-python installs as releases on GitHub's runners (a newer one waits for it)."""
+RUNNERS = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
+
+
+def release_matrix(files: Iterable[str]) -> List[Dict[str, str]]:
+    """release.yml's wheel-matrix jobs, from what the index holds (no torch version written by hand): on
+    x86_64 the oldest minor on its oldest CPython, the minor before the newest on 3.11 and the newest on its
+    newest CPython, a job each; on aarch64 one job on 3.11: the minor before the newest, and the newest as the
+    build at import (:uncovered). A job: arch, runner, python, rows (scripts/wheel_matrix.sh's arguments)."""
+    files = list(files)
+    jobs = []
+    x86 = covered_versions(files, "abi3", "x86_64")
+    if x86:
+        picks = [(x86[0], cpythons(files, x86[0], "x86_64")[:1])]
+        if len(x86) > 2:
+            picks.append((x86[-2], ["3.11"] if "3.11" in cpythons(files, x86[-2], "x86_64") else []))
+        if len(x86) > 1:
+            picks.append((x86[-1], cpythons(files, x86[-1], "x86_64")[-1:]))
+        jobs += [{"arch": "x86_64", "runner": RUNNERS["x86_64"], "python": python[0], "rows": f"{torch}:{python[0]}"}
+                 for torch, python in picks if python]
+    arm = covered_versions(files, "abi3", "aarch64")
+    rows = ([f"aarch64/{arm[-2]}:3.11"] if len(arm) > 1 else []) + [f"aarch64/{v}:3.11:uncovered" for v in arm[-1:]]
+    if arm and all("3.11" in cpythons(files, row.split("/")[1].split(":")[0], "aarch64") for row in rows):
+        jobs.append({"arch": "aarch64", "runner": RUNNERS["aarch64"], "python": "3.11", "rows": " ".join(rows)})
+    return jobs
+
+
 def covered_versions(files: Iterable[str], python_abi: str = "abi3", arch: str = "x86_64") -> List[str]:
     """What a release covers: every torch minor from OLDEST to the newest release on the index, each at its
     newest patch release (pre-releases never; a minor with no usable wheel is left out)."""
@@ -163,7 +217,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--index", default=None, help="a PEP 503 index (default: PIP_INDEX_URL, else PyPI)")
     parser.add_argument("--python-abi", default="abi3", help="abi3 (default), or a free-threaded tag: cp313t")
     parser.add_argument("--arch", default=platform.machine(), choices=["x86_64", "aarch64"])
+    parser.add_argument("--release-matrix", action="store_true", help="release.yml's wheel-matrix jobs, as JSON")
     args = parser.parse_args(argv)
+    if args.release_matrix:
+        jobs = release_matrix(listing(args.index or default_index(), "torch"))
+        if not jobs:
+            parser.exit(1, "no torch release on the index for a wheel-matrix job\n")
+        print(json.dumps(jobs))
+        return 0
     versions = covered_versions(listing(args.index or default_index(), "torch"), args.python_abi, args.arch)
     if not versions:
         parser.exit(1, f"no torch release >= {OLDEST[0]}.{OLDEST[1]} for {args.python_abi} {args.arch} on the index\n")

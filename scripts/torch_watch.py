@@ -2,24 +2,29 @@
 """The torch watch: follows torch's releases by machine (.github/workflows/torch-watch.yml runs it daily;
 scripts/torch_watch_rehearsal.sh runs it here against a local index).
 
-1. asks the index (PIP_INDEX_URL, else PyPI) for torch's newest release and torch's test channel for a newer
-   pre-release, and reads which torch minors the newest release of this package covers (the record in its
-   wheel, torch_dlpack_bridge/_lib/torch_versions.txt);
+1. asks the index (PIP_INDEX_URL, else PyPI) for torch's newest release (on a Linux wheel of any CPython and
+   architecture) and torch's test channel for a newer pre-release, and reads which torch minors the newest
+   release of this package covers (the record in its wheel, torch_dlpack_bridge/_lib/torch_versions.txt);
+   where the index has no release of this package yet, it leaves an issue for torch's newest minor ("torch
+   2.16 is out; no wheel of this project covers it"), whose body says how to make the first release by hand,
+   and stops there;
 2. for each torch minor it does not cover: checks the release's tag (v<version>) out into a worktree and, with
    that release's own scripts, builds the table for that torch (scripts/build_wheels.sh VERSION) and runs its
    wheel-matrix row on the wheel (scripts/wheel_matrix.sh VERSION:PYTHON: install, the main job and the smoke
    tests, no compiler reachable at import);
 3. for a release (never for a pre-release), prepares the post-release in that worktree: the version
    <version>.postN in torch_dlpack_bridge/_build.py, a CHANGELOG entry, a commit and the tag v<version>.postN.
-   The workflow pushes the tag and starts .github/workflows/release.yml on it, which builds, checks and
-   publishes every artifact (its torch versions, from scripts/torch_versions.py, now include the new minor).
+   The workflow pushes the tag and a branch with its commit, opens a pull request of it to main, and starts
+   .github/workflows/release.yml on the tag, which builds, checks and publishes every artifact (its torch
+   versions, from scripts/torch_versions.py, now include the new minor). A post-release tagged more than
+   --publish-hours ago that the index still does not hold leaves an issue (release.yml failed, or never ran).
 
-What it found and did goes to OUT/watch.json; a prepared release to OUT/release.env (TAG=, WORKTREE=); a failed
-step to OUT/issue-<torch version>.md (first line the title, then the body: the step, its command and the end of
-its output, compiler errors first), which the workflow opens as an issue. Exit status: 0 (nothing to do, or
-done), 1 (a step failed: see the issue files).
+What it found and did goes to OUT/watch.json; a prepared release to OUT/release.env (TAG=, WORKTREE=); what needs
+a person to OUT/issue-<name>.md (first line the title, then the body; for a failed step: the step, its command and
+the end of its output, compiler errors first), which the workflow opens as an issue unless one with the same
+title is open (scripts/file_issues.sh). Exit status: 0 (nothing to do, or done), 1 (an issue was left).
 
-Usage: scripts/torch_watch.py --out DIR [--test-channel URL|''] [--python 3.11] [--repo DIR]
+Usage: scripts/torch_watch.py --out DIR [--test-channel URL|''] [--python 3.11] [--repo DIR] [--publish-hours 6]
 """
 
 from __future__ import annotations
@@ -43,8 +48,9 @@ RECORD = f"{PROJECT}/_lib/torch_versions.txt"
 _LIBRARY = re.compile(rf"{PROJECT}/_lib/libtdb_torch(\d+)\.(\d+)_")
 
 
-def newest_package_wheel(files: Dict[str, str]) -> Tuple[str, str]:
-    """(version, url) of the x86_64 abi3 wheel of this package's newest release on the index."""
+def newest_package_wheel(files: Dict[str, str]) -> Optional[Tuple[str, str]]:
+    """(version, url) of the x86_64 abi3 wheel of this package's newest release on the index; None before the
+    first."""
     wheels = {}
     for name, url in files.items():
         wheel = tv.parse_wheel(name, PROJECT)
@@ -52,9 +58,7 @@ def newest_package_wheel(files: Dict[str, str]) -> Tuple[str, str]:
                 and tv.is_final(wheel.version)):
             wheels[wheel.version] = url
     version = tv.newest(wheels)
-    if version is None:
-        raise SystemExit(f"torch watch: no release of {PROJECT} on the index")
-    return version, wheels[version]
+    return None if version is None else (version, wheels[version])
 
 
 def covered_minors(wheel: zipfile.ZipFile) -> Set[Tuple[int, int]]:
@@ -148,6 +152,37 @@ def issue_text(torch: str, pre: bool, failed: StepFailed) -> str:
             + f"End of its output:\n```\n{tail}\n```\n")
 
 
+class NeedsPerson(Exception):
+    """Not a failed step: something the watch cannot do, for an issue (`name`: its file, issue-<name>.md)."""
+
+    def __init__(self, name: str, title: str, body: str):
+        super().__init__(title)
+        self.name, self.title, self.body = name, title, body
+
+
+FIRST_RELEASE = "docs/development.md, \"The first release, by hand\""
+
+
+def first_release_issue(torch: str, index: str) -> NeedsPerson:
+    """Before the first release: torch's newest minor, which no wheel covers; one issue per minor."""
+    major, minor = tv.minor_of(torch)
+    return NeedsPerson(
+        f"torch-{major}.{minor}", f"torch {major}.{minor} is out; no wheel of this project covers it",
+        f"torch {torch} is torch's newest release on {index}, and the index holds no release of {PROJECT} yet, so no "
+        f"wheel of it covers torch {major}.{minor} (an install builds the table at import, or keeps torch's own).\n\n"
+        f"To release: make the first release by hand ({FIRST_RELEASE}): PyPI's trusted publisher and the `pypi` "
+        f"environment set once, the version and CHANGELOG entry on main, then the tag `v<version>` pushed, which "
+        f"runs release.yml (every torch minor on the index, {major}.{minor} included). From then on this watch "
+        f"releases a post-release for each new torch minor by itself.\n")
+
+
+def tagged_hours(repo: str, tag: str) -> Optional[float]:
+    """Hours since the tag `tag` was made in `repo`; None where there is no such tag."""
+    made = subprocess.run(["git", "for-each-ref", "--format=%(creatordate:unix)", f"refs/tags/{tag}"], cwd=repo,
+                          capture_output=True, text=True).stdout.strip()
+    return (time.time() - int(made)) / 3600 if made else None
+
+
 def act(torch: str, pre: bool, package: str, args, out: str) -> Dict[str, object]:
     """Builds and tests the table for `torch` at the tag of `package` (this package's newest release); for a
     release, prepares the post-release there. What was done, with each step's seconds."""
@@ -155,8 +190,15 @@ def act(torch: str, pre: bool, package: str, args, out: str) -> Dict[str, object
     tree = os.path.join(out, f"release-{torch}")
     tag = f"v{package}"
     version = post_release(package)
-    if not pre and subprocess.run(["git", "rev-parse", "-q", "--verify", f"refs/tags/v{version}"], cwd=args.repo,
-                                  capture_output=True).returncode == 0:
+    hours = None if pre else tagged_hours(args.repo, f"v{version}")
+    if hours is not None and hours > args.publish_hours:  # release.yml failed, or never ran
+        raise NeedsPerson(
+            f"v{version}", f"torch watch: v{version} was tagged {hours:.0f} h ago and is not on the index",
+            f"The torch watch tagged v{version} (a prebuilt table for torch {torch}) {hours:.0f} hours ago, and the "
+            f"index still holds {PROJECT} {package} as its newest release: release.yml failed on the tag, or never "
+            f"ran. Look at its runs for v{version} (a failed run leaves an issue of its own); to retry, run it on "
+            f"the tag: `gh workflow run release.yml --ref v{version}`.\n")
+    if hours is not None:
         done["result"] = f"v{version} is already tagged: waiting for release.yml to publish it"
         return done
     extra = [os.environ.get("PIP_EXTRA_INDEX_URL", ""), args.test_channel] if pre else []
@@ -203,13 +245,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--python", default="3.11", help="the CPython of the wheel-matrix row")
     parser.add_argument("--repo", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         help="the git repository holding the release tags (default: this checkout)")
+    parser.add_argument("--publish-hours", type=float, default=6.0,
+                        help="how long a post-release tag may wait for the index before an issue is left (6)")
     args = parser.parse_args(argv)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     index = tv.default_index()
-    release = tv.newest(v for v in tv.torch_wheels(tv.listing(index, "torch")) if tv.is_final(v))
+    release = tv.newest(v for v in tv.linux_versions(tv.listing(index, "torch")) if tv.is_final(v))
     prerelease = newer_prerelease(tv.listing(args.test_channel, "torch"), release) if args.test_channel else None
-    package, url = newest_package_wheel(tv.listing(index, PROJECT))
+    newest_package = newest_package_wheel(tv.listing(index, PROJECT))
+    if newest_package is None:
+        return first_release(release, prerelease, index, out)
+    package, url = newest_package
     wheel_path = os.path.join(out, url.rsplit("/", 1)[-1].split("#")[0])
     urllib.request.urlretrieve(url, wheel_path)
     with zipfile.ZipFile(wheel_path) as wheel:
@@ -231,6 +278,34 @@ def main(argv: Optional[List[str]] = None) -> int:
             report["acted"].append({"torch": torch, "pre_release": pre, "result": f"FAILED at {failed.step}"})
             print(f"torch watch: {failed.step} failed for torch {torch}: see {out}/issue-{torch}.md", flush=True)
             status = 1
+        except NeedsPerson as issue:
+            report["acted"].append({"torch": torch, "pre_release": pre, "result": issue.title})
+            leave_issue(out, issue)
+            status = 1
+    with open(os.path.join(out, "watch.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    return status
+
+
+def leave_issue(out: str, issue: NeedsPerson) -> None:
+    with open(os.path.join(out, f"issue-{issue.name}.md"), "w") as f:
+        f.write(f"{issue.title}\n\n{issue.body}")
+    said = issue.title if issue.title.startswith("torch watch: ") else f"torch watch: {issue.title}"
+    print(f"{said}: see {out}/issue-{issue.name}.md", flush=True)
+
+
+def first_release(release: Optional[str], prerelease: Optional[str], index: str, out: str) -> int:
+    """Before the first release of this package: the issue for torch's newest minor (nothing is built)."""
+    report = {"index": index, "torch_release": release, "torch_prerelease": prerelease, "package": None,
+              "covered": [], "acted": []}
+    print(f"torch watch: torch {release} is torch's newest release on {index}; {PROJECT} has no release there yet",
+          flush=True)
+    status = 0
+    if release is not None:
+        issue = first_release_issue(release, index)
+        report["acted"].append({"torch": release, "pre_release": False, "result": issue.title})
+        leave_issue(out, issue)
+        status = 1
     with open(os.path.join(out, "watch.json"), "w") as f:
         json.dump(report, f, indent=1)
     return status

@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
 # The torch watch (scripts/torch_watch.py, run daily by .github/workflows/torch-watch.yml) rehearsed end to end on
 # this machine against a local index: pypiserver on 127.0.0.1 serving a folder, into which "publishing" copies a
-# file. Opt-in, like scripts/release_rehearsal.sh (about 20 min on 2 cores; torch wheels are cached). Cases, in
-# order, each on the index the one before left:
+# file; a folder stands in for GitHub's issues and pull requests (TDB_FORGE_DIR: scripts/file_issues.sh and
+# scripts/torch_watch_release.sh write there instead of calling gh), a bare repository for the pushes. Opt-in, like
+# scripts/release_rehearsal.sh (about 20 min on 2 cores; torch wheels are cached). Cases, in order, each on the
+# index the one before left; every issue the watch leaves is filed as the workflow's report job files it:
+#   first    no release of this package on the index yet (torch 2.13.0 and 2.14.1): the watch leaves the issue
+#            "torch 2.14 is out; no wheel of this project covers it" (how to release by hand), builds nothing,
+#            exit status 1; run again (the next day), the same issue is not filed twice
 #   covered  the index holds torch 2.13.0 and 2.14.1 and this package's release 0.1.0, built by scripts/build_wheels.sh
 #            with the torch versions scripts/torch_versions.py reads from that index (so it covers 2.13 and 2.14),
 #            tagged v0.1.0: the watch finds nothing to do
 #   new      torch 2.15.0 added: the watch finds it, builds its table at v0.1.0 with that tag's build_wheels.sh,
 #            passes its scripts/wheel_matrix.sh row (CPython 3.11: the main job and the smoke tests, no compiler at
-#            import) and prepares v0.1.0.post1 (version, CHANGELOG entry, tag); then, as release.yml would on that
-#            tag, the x86_64 wheel is built there (build_wheels.sh: 2.13.0, 2.14.1, 2.15.0 from the index), checked
-#            (scripts/release_check.sh --tag) and published (copied onto the index)
-#   broken   a "torch 2.16.0" added: 2.15.0's wheel re-versioned, with a field planted before THPVariable's tensor
-#            in torch/csrc/autograd/python_variable.h (as a torch that moved it): the build fails, the issue the
-#            workflow would open holds the compiler's message, and no tag is made and nothing published
+#            import) and prepares v0.1.0.post1 (version, CHANGELOG entry, tag); the release job's script
+#            (scripts/torch_watch_release.sh) pushes the tag and the branch torch-watch/v0.1.0.post1 to a bare
+#            repository and writes its pull request to main; release.yml's rows (scripts/release_matrix.sh) now
+#            name 2.15.0
+#   late     the tag v0.1.0.post1 is there but the index does not hold it: within --publish-hours the watch waits
+#            (exit status 0); past them (--publish-hours 0) it leaves the issue "v0.1.0.post1 was tagged ... and is
+#            not on the index"; then, as release.yml would on that tag, the x86_64 wheel is built there
+#            (build_wheels.sh: 2.13.0, 2.14.1, 2.15.0 from the index), checked (scripts/release_check.sh --tag) and
+#            published (copied onto the index)
+#   other    a "torch 2.16.0" with a Linux wheel for CPython 3.14 only: the watch finds the minor (not "nothing to
+#            do"), and the build, which needs CPython 3.11's torch, fails and leaves its issue
+#   broken   that file replaced by a "torch 2.16.0" for CPython 3.11: 2.15.0's wheel re-versioned, with a field
+#            planted before THPVariable's tensor in torch/csrc/autograd/python_variable.h (as a torch that moved
+#            it): the build fails, the issue holds the compiler's message, and no tag is made and nothing published
+#   release-failed  a release.yml step failing on the tag (release_check.sh --tag of another version): its report
+#            job's issue (scripts/file_issues.sh --release-failed), filed once however often it fails
 # torch's test channel is not reachable from here: the watch runs without it (--test-channel ''); its decisions
 # are in tests/test_torch_watch.py. Everything runs in a clone of HEAD (the tags are made there).
 # Results: the section "Torch watch rehearsal" of scripts/release_rehearsal.md (TDB_WATCH_REHEARSAL_OUT), rewritten.
@@ -42,6 +57,8 @@ src=$work/src
 commit=$(git -C "$src" rev-parse --short HEAD)
 version=$(sed -n 's/^PACKAGE_VERSION = "\([^"]*\)".*/\1/p' "$src/torch_dlpack_bridge/_build.py")
 git -C "$src" tag "v$version"
+forge=$work/forge && mkdir -p "$forge"  # GitHub's issues and pull requests
+git init -q --bare "$work/github.git"  # GitHub's repository, for the release job's pushes
 
 step "tools: pypiserver and the build's tools into a venv; torch 2.13.0, 2.14.1, 2.15.0 wheels (cached)"
 python3 -m venv "$work/tools" && "$work/tools/bin/pip" install -q pypiserver "setuptools>=77" wheel auditwheel ||
@@ -76,16 +93,38 @@ served() {  # served PAGE PREFIX: the files the index lists on that project's pa
   curl -sf "$index$1/" | grep -oE "$2-[0-9][^\"#<]*\.(whl|tar\.gz)" | sort -u | paste -sd' ' -
 }
 results=$work/results.md && : > "$results"
+PROJECT_NAME=torch_dlpack_bridge
 
-watch() {  # watch CASE: the watch once, its output in $work/CASE/watch.log; its exit status
-  local rc
-  mkdir -p "$work/$1"
-  python "$src/scripts/torch_watch.py" --out "$work/$1" --test-channel '' --repo "$src" > "$work/$1/watch.log" 2>&1
+watch() {  # watch CASE [ARG...]: the watch once, its output in $work/CASE/watch.log, then the report job's
+  local rc case=$1 issues  # filing of its issues (into $forge); the watch's exit status
+  shift
+  mkdir -p "$work/$case"
+  python "$src/scripts/torch_watch.py" --out "$work/$case" --test-channel '' --repo "$src" "$@" \
+    > "$work/$case/watch.log" 2>&1
   rc=$?
-  grep -E '^(torch watch|== torch watch)' "$work/$1/watch.log"
+  grep -E '^(torch watch|== torch watch)' "$work/$case/watch.log"
+  issues=$(ls "$work/$case"/issue-*.md 2> /dev/null)
+  # shellcheck disable=SC2086  # one argument per file
+  [ -z "$issues" ] || TDB_FORGE_DIR=$forge RUN_URL="(rehearsal: $case)" "$src/scripts/file_issues.sh" $issues \
+    > "$work/$case/filed.log" 2>&1
   return $rc
 }
-record() { printf '%s\n' "$@" >> "$results"; }
+filed() { cat "$work/$1/filed.log" 2> /dev/null; }  # filed CASE: what the report job did
+record() { printf '%s\n' "$@" >> "${record_to:-$results}"; }
+
+step "first: no release of this package on the index; the watch, twice"
+t0=$SECONDS
+watch first; rc=$?
+watch first-again; rc2=$?
+ok=$([ $rc = 1 ] && [ $rc2 = 1 ] && [ -f "$work/first/issue-torch-2.14.md" ] &&
+     grep -qx 'filed: torch 2.14 is out; no wheel of this project covers it' "$work/first/filed.log" &&
+     grep -qx 'already open: torch 2.14 is out; no wheel of this project covers it' "$work/first-again/filed.log" &&
+     [ ! -e "$work/first/release.env" ] && [ "$(git -C "$src" tag | paste -sd' ' -)" = "v$version" ] &&
+     echo pass || echo FAIL)
+record "### first: $ok" "" "The index: $(served torch torch); no $PROJECT_NAME yet. The watch (exit status $rc, then" \
+  "$rc2 the next time; $((SECONDS - t0)) s for both):" '```' "$(grep -E '^torch watch' "$work/first/watch.log")" '```' "" \
+  "The issue it leaves (\`issue-torch-2.14.md\`), and what the report job did each time:" '~~~' \
+  "$(cat "$work/first/issue-torch-2.14.md" 2> /dev/null)" '~~~' '```' "$(filed first)" "$(filed first-again)" '```' ""
 
 step "covered: release $version built from the index (torch $(served torch torch)) and published; the watch"
 t0=$SECONDS
@@ -110,8 +149,43 @@ tag=$(sed -n 's/^TAG=//p' "$work/new/release.env" 2> /dev/null)
 tree=$(sed -n 's/^WORKTREE=//p' "$work/new/release.env" 2> /dev/null)
 row=$(grep -E '^\| x86_64 \| 2\.15\.0 \| 3\.11 ' "$work/new/wheel_matrix-2.15.0.md" 2> /dev/null)
 installed=$(grep -ohE 'installed in [0-9]+ s' "$work/new/matrix-2.15.0"/*.log 2> /dev/null | head -n 1)
-ok=FAIL release=("No release was prepared.") timing=""
+ok=FAIL release=("No release was prepared.") timing="" late_ok=FAIL
 if [ $rc = 0 ] && [ -n "$tag" ] && echo "$row" | grep -q '| pass |'; then
+  step "new: the release job (scripts/torch_watch_release.sh) and release.yml's rows (scripts/release_matrix.sh)"
+  git -C "$src" bundle create "$work/new/release.bundle" "refs/tags/$tag" 2> /dev/null
+  REMOTE=$work/github.git TDB_FORGE_DIR=$forge "$src/scripts/torch_watch_release.sh" "$work/new/release.bundle" \
+    "$tag" > "$work/new/release-job.log" 2>&1
+  pushed=$(git -C "$work/github.git" show-ref | sed "s|^\([0-9a-f]\{7\}\)[0-9a-f]* | \1 |" | paste -sd';' -)
+  pull=$forge/pulls/torch-watch-$tag.md
+  "$src/scripts/release_matrix.sh" > "$work/new/matrix.json" 2> "$work/new/matrix.log"
+  rows=$(python - "$work/new/matrix.json" 2> /dev/null <<'PY'
+import json, sys
+print("; ".join(f"{job['arch']} on CPython {job['python']}: {job['rows']}" for job in json.load(open(sys.argv[1]))))
+PY
+  )
+  job_ok=$([ "$(git -C "$work/github.git" rev-parse "refs/heads/torch-watch/$tag" 2> /dev/null)" = \
+             "$(git -C "$src" rev-parse "$tag^{commit}")" ] && [ -f "$pull" ] && grep -q "base: main" "$pull" &&
+           grep -qx "release.yml --ref $tag" "$forge/runs.log" && [[ "$rows" == *2.15.0* ]] && echo pass || echo FAIL)
+
+  step "late: $tag is tagged and not on the index; the watch within the hours, then past them"
+  t0=$SECONDS
+  watch late-waiting; rc_wait=$?
+  watch late --publish-hours 0; rc_late=$?
+  late_s=$((SECONDS - t0))
+  late_issue=$(ls "$work/late"/issue-"$tag".md 2> /dev/null)
+  record_to=$work/late.md  # after the new case's section
+  late_ok=$([ $rc_wait = 0 ] && grep -q "already tagged: waiting" "$work/late-waiting/watch.json" && [ $rc_late = 1 ] &&
+            [ -n "$late_issue" ] && grep -q "^filed: torch watch: $tag was tagged" "$work/late/filed.log" &&
+            echo pass || echo FAIL)
+  record "### late: $late_ok" "" "The tag $tag with no $tag on the index: the watch within \`--publish-hours\`" \
+    "(exit status $rc_wait), then past them (\`--publish-hours 0\`, exit status $rc_late); $late_s s for both:" '```' \
+    "$(grep -E '^torch watch' "$work/late-waiting/watch.log")" \
+    "$(python -c 'import json, sys; print("torch watch (watch.json): " + json.load(open(sys.argv[1]))["acted"][0]["result"])' \
+       "$work/late-waiting/watch.json" 2> /dev/null)" \
+    "$(grep -E '^torch watch' "$work/late/watch.log")" "$(filed late)" '```' "" \
+    "The issue:" '~~~' "$(cat "$late_issue" 2> /dev/null)" '~~~' ""
+  record_to=
+
   step "new: the wheel the release would publish, built at $tag from the index, checked, published"
   t0=$SECONDS
   (cd "$tree" && TDB_WHEEL_DIR=$work/dist-$tag scripts/build_wheels.sh) > "$work/release-$tag.log" 2>&1 &&
@@ -141,12 +215,32 @@ wait for the daily schedule and release.yml's own run (every minor, both archite
            "($(tail -n 1 "$work/check-$tag.log"))."
            "\`$(basename "$wheel")\` holds $holds.")
 fi
+[ "${job_ok:-FAIL}" = pass ] || ok=FAIL
 record "### new: $ok" "" "$timing" "" "The watch (exit status $rc, ${watch_s} s in all):" '```' \
   "$(grep -E '^(torch watch|== torch watch)' "$work/new/watch.log")" '```' "" \
   "Its wheel-matrix row (the venv with torch and the wheel $installed):" "" \
   "$(sed -n '/^| arch/,/^|---/p' "$work/new/wheel_matrix-2.15.0.md" 2> /dev/null)" "$row" "" "${release[@]}" "" \
   "Its CHANGELOG entry:" '```' \
-  "$(git -C "$src" show "$tag:CHANGELOG.md" 2> /dev/null | sed -n '/^## .*post/,/^## /p' | sed '$d')" '```' ""
+  "$(git -C "$src" show "$tag:CHANGELOG.md" 2> /dev/null | sed -n '/^## .*post/,/^## /p' | sed '$d')" '```' "" \
+  "The release job (\`scripts/torch_watch_release.sh\`, $job_ok): what it printed, what the bare repository standing" \
+  "in for GitHub then holds, the workflow it started, and its pull request:" '```' \
+  "$(cat "$work/new/release-job.log" 2> /dev/null)" "refs: $pushed" "runs: $(cat "$forge/runs.log" 2> /dev/null)" \
+  '```' '~~~' "$(cat "$pull" 2> /dev/null)" '~~~' "" \
+  "release.yml's wheel-matrix jobs, from this index (\`scripts/release_matrix.sh\`): $rows." ""
+[ -f "$work/late.md" ] && cat "$work/late.md" >> "$results" || record "### late: FAIL" "" "Not run: no release was prepared." ""
+
+step "other: a torch 2.16.0 with a Linux wheel for CPython 3.14 only; the watch"
+other=$work/torch-2.16.0-cp314-cp314-manylinux_2_28_x86_64.whl
+cp "$torch215" "$other" && publish "$other"
+t0=$SECONDS
+watch other; rc=$?
+ok=$([ $rc = 1 ] && grep -q 'new: 2.16.0$' "$work/other/watch.log" && [ -f "$work/other/issue-2.16.0.md" ] &&
+     [ ! -e "$work/other/release.env" ] && echo pass || echo FAIL)
+record "### other: $ok" "" "The watch (exit status $rc, $((SECONDS - t0)) s):" '```' \
+  "$(grep -E '^(torch watch|== torch watch)' "$work/other/watch.log")" "$(filed other)" '```' "" \
+  "Its issue's title and errors (\`issue-2.16.0.md\`):" '~~~' \
+  "$(sed '/^End of its output:/,$d' "$work/other/issue-2.16.0.md" 2> /dev/null)" '~~~' ""
+rm -f "$work/index/$(basename "$other")"
 
 step "broken: a fake torch 2.16.0 with a planted header published; the watch"
 fake=$work/torch-2.16.0-cp311-cp311-manylinux_2_28_x86_64.whl
@@ -184,6 +278,25 @@ record "### broken: $ok" "" "The watch (exit status $rc, $((SECONDS - t0)) s):" 
   "Afterwards the index still serves $(served torch-dlpack-bridge torch_dlpack_bridge); the clone's tags are still" \
   "$(git -C "$src" tag | paste -sd' ' -)." ""
 
+step "release-failed: a release.yml step failing on $tag, twice; its report job"
+for attempt in 1 2; do
+  if env -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL "$src/scripts/release_check.sh" "$work/dist-${tag:-none}" \
+       --tag v0.0.0 > "$work/release-failed-$attempt.log" 2>&1; then
+    echo "release_check.sh passed on the wrong tag" >> "$work/release-failed-$attempt.log"
+  else
+    TDB_FORGE_DIR=$forge RUN_URL="(rehearsal: release-failed $attempt)" "$src/scripts/file_issues.sh" \
+      --release-failed "${tag:-none}" >> "$work/release-failed-$attempt.log" 2>&1
+  fi
+done
+release_issue=$(grep -l "^release: ${tag:-none} failed" "$forge"/issues/*.md 2> /dev/null)
+ok=$([ "$(echo "$release_issue" | grep -c .)" = 1 ] && grep -q "^filed: release: " "$work/release-failed-1.log" &&
+     grep -q "^already open: release: " "$work/release-failed-2.log" && echo pass || echo FAIL)
+record "### release-failed: $ok" "" "\`release_check.sh --tag v0.0.0\` on $tag's wheel fails, twice; the report job" \
+  "each time:" '```' "$(tail -n 2 "$work/release-failed-1.log")" "$(tail -n 1 "$work/release-failed-2.log")" '```' \
+  '~~~' "$(cat "$release_issue" 2> /dev/null)" '~~~' "" \
+  "The tracker at the end (the issues the report jobs filed, once each): $(ls "$forge/issues" | wc -l):" '```' \
+  "$(for f in "$forge"/issues/*.md; do head -n 1 "$f"; done)" '```' ""
+
 kill "$server_pid" && wait "$server_pid" 2> /dev/null
 server_pid=
 status=0
@@ -203,7 +316,8 @@ section = f"""{marker}
 `scripts/torch_watch_rehearsal.sh` on {when} (commit {commit}), {int(seconds) // 60} min in all (load average at the
 end: {load}): `scripts/torch_watch.py`, as `.github/workflows/torch-watch.yml` runs it, against a local index
 (pypiserver on 127.0.0.1; publishing is a copy onto it), in a clone of the commit; the release's tags are made in
-the clone. See the script's header for the three cases.
+the clone; a folder stands in for GitHub's issues and pull requests, a bare repository for its pushes. See the
+script's header for the cases.
 
 {open(results).read()}"""
 open(out, "w").write((head + "\n\n" if head else "") + section)

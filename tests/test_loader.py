@@ -536,8 +536,10 @@ def test_main_job_on_a_torch_newer_than_the_wheel_says_in_one_line_torchs_table_
         pytest.skip("this torch has no table of its own")
     major, minor = _build.version_tuple(torch.__version__)
     result = main_job(wheel_covering(tmp_path, "2.4.1", f"{major}.{minor - 1}.0"), tmp_path)
-    assert result.returncode == 0 and result.stdout.count("\n") == 1, result
-    line = result.stdout.strip()
+    lines = result.stdout.splitlines()  # the verdict alone, wrapped at 100 columns
+    assert result.returncode == 0 and all(len(line) <= 100 for line in lines), result
+    assert lines[0].startswith("verdict: ") and all(line.startswith("  ") for line in lines[1:]), result
+    line = " ".join(line.strip() for line in lines)
     assert line.startswith(f"verdict: torch's own DLPack exchange table is in use: torch {torch.__version__} is "
                            f"newer than this wheel covers (torch 2.4.1 to {major}.{minor - 1}.0); next: ")
     assert "upgrade torch_dlpack_bridge (`pip install -U torch_dlpack_bridge`" in line
@@ -557,6 +559,30 @@ def test_main_job_on_a_torch_newer_than_the_wheel_uses_the_table_the_build_comma
     result = main_job(site, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "table library built at an earlier import" in result.stdout and "is in use" not in result.stdout
+    assert not (tmp_path / "compiled").exists()
+
+
+def test_import_torch_on_a_torch_newer_than_the_wheel_names_the_upgrade_first(tmp_path):
+    """The autoload hook's one notice where torch, with a table of its own, is a minor newer than the wheel
+    covers: `pip install -U torch_dlpack_bridge` first (a release follows each torch minor), then the build
+    command; nothing is compiled."""
+    if torch_dlpack_bridge._native_capsule() is None:
+        pytest.skip("this torch has no table of its own")
+    major, minor = _build.version_tuple(torch.__version__)
+    site = wheel_covering(tmp_path, "2.4.1", f"{major}.{minor - 1}.0")
+    compiler = tmp_path / "c++"
+    compiler.write_text(f"#!/bin/sh\necho x >> {tmp_path / 'compiled'}\nexit 1\n")
+    compiler.chmod(0o755)
+    result = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True, timeout=300,
+                            cwd=str(tmp_path), env=python_env(PYTHONPATH=site, CXX=str(compiler),
+                                                              TORCH_DLPACK_BRIDGE_AUTOLOAD="1",
+                                                              TORCH_DLPACK_BRIDGE_CACHE=str(tmp_path / "cache")))
+    notice = [line for line in result.stderr.splitlines() if line.startswith("torch_dlpack_bridge:")]
+    assert result.returncode == 0 and len(notice) == 1, result.stderr[-3000:]
+    assert notice[0].startswith(f"torch_dlpack_bridge: torch {torch.__version__} keeps its own DLPack exchange "
+                                f"table: it is newer than this wheel covers (torch 2.4.1 to {major}.{minor - 1}.0); "
+                                f"`pip install -U torch_dlpack_bridge` gets the release that covers it"), notice
+    assert notice[0].index("pip install -U") < notice[0].index("`python -m torch_dlpack_bridge build`")
     assert not (tmp_path / "compiled").exists()
 
 

@@ -54,3 +54,37 @@ def test_the_torch_watch_runs_its_rehearsed_script_and_builds_with_no_write_perm
     # no ${{ }} inside a run: script (template injection); values reach the shell through env
     for block in re.findall(r"^( +)run: \|\n((?:\1  .*\n|\n)+)", text, re.M):
         assert "${{" not in block[1]
+
+
+def jobs_of(text):
+    """{job name: its text} of a workflow."""
+    body = text[text.index("\njobs:\n"):]
+    names = re.findall(r"^  ([a-z-]+):$", body, re.M)
+    starts = [body.index(f"\n  {name}:\n") for name in names] + [len(body)]
+    return {name: body[start:end] for name, start, end in zip(names, starts, starts[1:])}
+
+
+def test_the_wheel_matrix_rows_come_from_the_index_not_from_the_workflow():
+    text = open(WORKFLOW).read()
+    jobs = jobs_of(text)
+    assert "run: scripts/release_matrix.sh" in jobs["matrix"]
+    assert "include: ${{ fromJSON(needs.matrix.outputs.include) }}" in jobs["wheel-matrix"]
+    for job in ("matrix", "wheel-matrix"):
+        assert not re.search(r"\b2\.\d+\.\d+\b", jobs[job]), f"a torch version written in release.yml's {job}"
+
+
+def test_a_failed_release_opens_an_issue():
+    jobs = jobs_of(open(WORKFLOW).read())
+    report = jobs["report"]
+    needs = re.search(r"needs: \[(.*)\]", report).group(1).split(", ")
+    assert set(needs) == set(jobs) - {"report"} and "if: failure()" in report
+    assert "issues: write" in report and 'run: scripts/file_issues.sh --release-failed "$TAG"' in report
+
+
+def test_the_torch_watch_proposes_the_post_release_commit_to_main_and_files_issues_once():
+    jobs = jobs_of(open(WATCH).read())
+    assert "src/scripts/torch_watch_release.sh watch/release.bundle" in jobs["release"]
+    assert "pull-requests: write" in jobs["release"]
+    assert 'src/scripts/file_issues.sh "${issues[@]}"' in jobs["report"] and "gh issue" not in jobs["report"]
+    release = open(os.path.join(ROOT, "scripts", "torch_watch_release.sh")).read()
+    assert "gh pr create" in release and "--base \"$base\"" in release and "base=${BASE:-main}" in release

@@ -5,7 +5,9 @@ verdict and exit status, a failure forced for each kind. A CUDA machine runs it 
 main job."""
 
 import ctypes
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -240,11 +242,14 @@ def test_the_table_lines_say_which_table_consumers_get_and_why():
 
 @pytest.fixture
 def main_job(monkeypatch, capsys):
-    """Runs main([]) in this process, the timing and other devices left out: its exit status, stdout, stderr."""
+    """Runs main([]) in this process, the timing and other devices left out, none of the package's variables
+    set: its exit status, stdout, stderr."""
     import torch_dlpack_bridge.__main__ as main
 
     monkeypatch.setattr(main, "quick_timing", lambda: None)
     monkeypatch.setattr(_self_check, "device_types", lambda: [])
+    for name in BAD_VALUES:  # every variable the package reads
+        monkeypatch.delenv(name, raising=False)
 
     def run():
         status = main.main([])
@@ -252,18 +257,34 @@ def main_job(monkeypatch, capsys):
     return run
 
 
-def test_the_main_job_ends_with_the_verdict_that_it_works(main_job):
+def verdict_of(out):
+    """The verdict at the end of the main job's output, its wrapped lines joined; each line checked to fit in
+    100 columns, the ones after the first indented."""
+    lines = out.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("verdict: "))
+    assert all(len(line) <= 100 for line in lines[start:]), lines[start:]
+    assert all(line.startswith("  ") for line in lines[start + 1:]), lines[start:]
+    return " ".join(line.strip() for line in lines[start:])
+
+
+DOCS = "https://torch-dlpack-bridge.github.io/torch_dlpack_bridge/"
+READ_NEXT = f"next: to write a kernel, {DOCS}guides/first-kernel.html; anything else, {DOCS}"
+
+
+def test_the_main_job_ends_with_the_verdict_that_it_works_in_every_process(main_job):
     status, out, _ = main_job()
+    verdict = verdict_of(out)
     assert status == 0
-    assert out.splitlines()[-1].startswith("verdict: works: every check of this project's table passed"), out
-    assert out.splitlines()[-1].endswith("get this project's table"), out
+    assert verdict.startswith("verdict: works: every check of this project's table passed"), verdict
+    assert verdict.endswith(f"get this project's table from torch.Tensor in every process of this environment; "
+                            f"{READ_NEXT}"), verdict
 
 
 def test_a_failed_check_gives_the_failing_verdict_and_status_1(main_job, monkeypatch):
     monkeypatch.setattr(_self_check, "cpu_checks", lambda api: [("dltensor_from_py_object_no_sync", OK, ""),
                                                                 ("managed_tensor_allocator", FAIL, "what differs")])
     status, out, _ = main_job()
-    last = out.splitlines()[-1]
+    last = verdict_of(out)
     assert status == 1 and "  [FAIL] managed_tensor_allocator: what differs" in out
     assert last.startswith("verdict: FAILED: 1 check ([FAIL] above: managed_tensor_allocator); next: "), last
     assert last.endswith("report this output at https://github.com/torch-dlpack-bridge/torch_dlpack_bridge/issues")
@@ -280,7 +301,126 @@ def test_an_unexpected_error_still_ends_with_a_verdict(main_job, monkeypatch):
     monkeypatch.setattr(main, "quick_timing", broken)
     status, out, err = main_job()
     assert status == 1 and "Traceback" in err
-    assert out.splitlines()[-1].startswith("verdict: FAILED: RuntimeError: a bug (traceback above); next: report"), out
+    assert verdict_of(out).startswith("verdict: FAILED: RuntimeError: a bug (traceback above); next: report"), out
+
+
+THEIRS = "torch's own table" if torch_dlpack_bridge._native_capsule() is not None else "no table"
+
+
+def test_with_autoload_off_the_verdict_says_a_new_import_torch_keeps_torchs_table(main_job, monkeypatch):
+    monkeypatch.setenv("TORCH_DLPACK_BRIDGE_AUTOLOAD", "0")
+    status, out, _ = main_job()
+    verdict = verdict_of(out)
+    assert status == 0 and verdict.startswith("verdict: works where imported: "), verdict
+    assert ("get this project's table from torch.Tensor in processes that `import torch_dlpack_bridge`, but a new "
+            f"`import torch` keeps {THEIRS} (TORCH_DLPACK_BRIDGE_AUTOLOAD=0); {READ_NEXT}") in verdict, verdict
+    assert "every process" not in verdict
+
+
+def test_what_the_verdict_says_of_a_new_process_is_what_a_new_import_torch_gets():
+    """The real command and a new `import torch` with the same environment, the hook on and off: the table is
+    this project's in the new process exactly where the verdict says every process gets it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_DLPACK_BRIDGE_")}
+    fresh = "import torch; print('__tdb_autograd_probe__' in torch.Tensor.__dict__)"
+    for autoload, ours in (("1", True), ("0", False)):
+        run = dict(env, TORCH_DLPACK_BRIDGE_AUTOLOAD=autoload)
+        job = subprocess.run([sys.executable, "-m", "torch_dlpack_bridge"], capture_output=True, text=True, env=run,
+                             cwd=os.path.dirname(sys.executable), timeout=300)
+        new = subprocess.run([sys.executable, "-c", fresh], capture_output=True, text=True, env=run,
+                             cwd=os.path.dirname(sys.executable), timeout=300)
+        assert job.returncode == 0 and new.returncode == 0, (job.stderr[-2000:], new.stderr[-2000:])
+        assert new.stdout.strip() == str(ours), new
+        assert ("get this project's table from torch.Tensor in every process" in verdict_of(job.stdout)) is ours, \
+            job.stdout
+
+
+def test_without_the_hook_installed_the_verdict_says_a_new_import_torch_keeps_torchs_table(main_job, monkeypatch):
+    monkeypatch.delitem(sys.modules, torch_dlpack_bridge._table.HOOK_MODULE)
+    status, out, _ = main_job()
+    verdict = verdict_of(out)
+    assert status == 0 and verdict.startswith("verdict: works where imported: "), verdict
+    assert f"`import torch` keeps {THEIRS} (the autoload hook is not installed in this environment)" in verdict
+
+
+@pytest.mark.parametrize("has_native", [True, False])
+def test_a_private_build_gives_a_verdict_for_this_process_only_and_the_cache_to_set(main_job, monkeypatch,
+                                                                                   has_native):
+    """Built into a temporary folder because the cache cannot be used (build_info's origin stands in for it
+    here; tests/test_loader.py makes such a build): the hook keeps torch's own table in a new process, or,
+    on a torch without one, builds again in each."""
+    info = dict(torch_dlpack_bridge.build_info(), origin="private")
+    monkeypatch.setattr(torch_dlpack_bridge, "build_info", lambda: info)
+    monkeypatch.setattr(torch_dlpack_bridge, "_native_capsule", lambda: object() if has_native else None)
+    status, out, _ = main_job()
+    line = verdict_of(out)
+    assert status == 0 and line.startswith("verdict: works in this process only: "), line
+    assert "works: " not in line and "every process" not in line
+    new = ("keeps torch's own table" if has_native else "builds the table again, 20-60 s in each process")
+    assert f"here, but a new `import torch` {new}: the cache cannot be used" in line, line
+    assert line.endswith("next: set TORCH_DLPACK_BRIDGE_CACHE to a folder of yours, then run "
+                         "`python -m torch_dlpack_bridge build`"), line
+
+
+BAD_VALUES = {"TORCH_DLPACK_BRIDGE_PREFER": ("Torch", "torch or bridge (the default)"),
+              "TORCH_DLPACK_BRIDGE_AUTOLOAD": ("off", "0 (off) or 1 (the default)"),
+              "TORCH_DLPACK_BRIDGE_BUILD": ("no", "0 (no build at import) or 1 (the default)"),
+              "TORCH_DLPACK_BRIDGE_CACHE": ("cache", "an absolute path"),
+              "TORCH_DLPACK_BRIDGE_BUILD_TIMEOUT": ("ten", "a number of seconds above 0")}
+
+
+def test_every_variable_the_package_reads_is_checked():
+    import torch_dlpack_bridge.__main__ as main
+
+    root = os.path.dirname(torch_dlpack_bridge.__file__)
+    read = set()
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name)) as f:
+                    read.update(re.findall(r"\bTORCH_DLPACK_BRIDGE_[A-Z_]+\b", f.read()))
+    hook = importlib.util.find_spec(torch_dlpack_bridge._table.HOOK_MODULE)  # installed, or the checkout's
+    with open(hook.origin if hook else os.path.join(TESTS, "..", "autoload", "_torch_dlpack_bridge_autoload.py")) as f:
+        read.update(re.findall(r"\bTORCH_DLPACK_BRIDGE_[A-Z_]+\b", f.read()))
+    assert read == set(main.ENV_VALUES) == set(BAD_VALUES)
+
+
+@pytest.mark.parametrize("name", sorted(BAD_VALUES))
+def test_a_value_the_package_does_not_take_gives_a_verdict_naming_the_variable_and_its_values(main_job, monkeypatch,
+                                                                                             name):
+    value, takes = BAD_VALUES[name]
+    monkeypatch.setenv(name, value)
+    status, out, err = main_job()
+    assert status == 1 and "Traceback" not in err
+    assert verdict_of(out) == (f"verdict: FAILED: {name}={value!r} is not a value this package takes; next: set "
+                               f"{name} to {takes}, or unset it, then run `python -m torch_dlpack_bridge` again")
+    assert out.count("\n") == 3, out  # the verdict alone: nothing ran with the value
+
+
+def test_a_bad_prefer_value_in_a_new_process_gives_the_verdict_and_no_traceback():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_DLPACK_BRIDGE_")}
+    result = subprocess.run([sys.executable, "-m", "torch_dlpack_bridge"], capture_output=True, text=True,
+                            env=dict(env, TORCH_DLPACK_BRIDGE_PREFER="Torch", TORCH_DLPACK_BRIDGE_BUILD="no"),
+                            cwd=os.path.dirname(sys.executable), timeout=300)
+    assert result.returncode == 1 and result.stderr == "", result
+    assert verdict_of(result.stdout).startswith(
+        "verdict: FAILED: TORCH_DLPACK_BRIDGE_PREFER='Torch' and TORCH_DLPACK_BRIDGE_BUILD='no' are not values this "
+        "package takes; next: set TORCH_DLPACK_BRIDGE_PREFER to torch or bridge (the default), "
+        "TORCH_DLPACK_BRIDGE_BUILD to 0 (no build at import) or 1 (the default), or unset them"), result.stdout
+
+
+def test_the_main_job_piped_into_a_reader_that_left_prints_no_traceback():
+    """`python -m torch_dlpack_bridge | head -1`, with the reader gone before the first write (so that whenever
+    the output is flushed, it meets a closed pipe): nothing on stderr, status 1, as Python's documentation of
+    SIGPIPE recommends."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([sys.executable, "-m", "torch_dlpack_bridge"], stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, cwd=os.path.dirname(sys.executable), timeout=300,
+                                env={k: v for k, v in os.environ.items() if not k.startswith("TORCH_DLPACK_BRIDGE_")})
+    finally:
+        os.close(write_end)
+    assert result.returncode == 1 and result.stderr == "", result.stderr
 
 
 def test_a_table_that_cannot_load_gives_the_failing_verdict_and_status_1(uncovered):  # noqa: F811
@@ -292,7 +432,7 @@ def test_a_table_that_cannot_load_gives_the_failing_verdict_and_status_1(uncover
                             cwd=os.path.dirname(sys.executable), timeout=300)
     assert result.returncode == 1, result
     assert "TORCH_DLPACK_BRIDGE_BUILD=0 forbids" in result.stderr, result.stderr
-    assert result.stdout.splitlines()[-1] == (
+    assert verdict_of(result.stdout) == (
         "verdict: FAILED: the table library could not be loaded; next: the message above says why and what to do, "
         "then run `python -m torch_dlpack_bridge` again"), result.stdout
 

@@ -5,7 +5,9 @@ watch end to end against a local index."""
 import argparse
 import importlib.util
 import io
+import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -172,10 +174,10 @@ def repository(path, *tags):
     subprocess.run(git + ["commit", "-qm", "x"], check=True)
     for tag in tags:
         subprocess.run(git + ["tag", tag], check=True)
-    return argparse.Namespace(repo=str(path), test_channel="", python="3.11")
+    return argparse.Namespace(repo=str(path), test_channel="", python="3.11", publish_hours=6.0)
 
 
-def test_a_post_release_already_tagged_is_neither_built_nor_tagged_again(tmp_path):
+def test_a_post_release_tagged_within_the_hours_is_neither_built_nor_tagged_again(tmp_path):
     args = repository(tmp_path / "repo", "v0.1.0", "v0.1.0.post1")
     done = watch.act("2.16.0", False, "0.1.0", args, str(tmp_path))
     assert done["result"] == "v0.1.0.post1 is already tagged: waiting for release.yml to publish it"
@@ -187,3 +189,169 @@ def test_a_release_from_before_the_watch_is_a_failure_to_release_by_hand(tmp_pat
     with pytest.raises(watch.StepFailed) as failed:
         watch.act("2.16.0", False, "0.1.0", args, str(tmp_path))
     assert failed.value.step == "checking out v0.1.0" and "release this torch by hand" in failed.value.output
+
+
+def test_a_post_release_tag_the_index_does_not_hold_hours_later_leaves_an_issue(tmp_path):
+    """release.yml failed on the tag, or never ran: past --publish-hours the watch stops waiting in silence."""
+    args = repository(tmp_path / "repo", "v0.1.0", "v0.1.0.post1")
+    args.publish_hours = 0.0
+    with pytest.raises(watch.NeedsPerson) as issue:
+        watch.act("2.16.0", False, "0.1.0", args, str(tmp_path))
+    assert issue.value.name == "v0.1.0.post1"
+    assert issue.value.title == "torch watch: v0.1.0.post1 was tagged 0 h ago and is not on the index"
+    assert "gh workflow run release.yml --ref v0.1.0.post1" in issue.value.body
+    assert os.listdir(tmp_path) == ["repo"]  # nothing built or tagged
+
+
+# ---- the watch as the workflow runs it, on fake index listings ----------------------------------------------
+
+def run_watch(monkeypatch, tmp_path, torch_files, package_files=()):
+    """scripts/torch_watch.py's main() with the index's torch and package pages given: its exit status, its
+    issue files ({name: text}) and watch.json."""
+    pages = {"torch": {name: f"http://index/{name}" for name in torch_files},
+             watch.PROJECT: {name: f"http://index/{name}" for name in package_files}}
+    monkeypatch.setattr(watch.tv, "listing", lambda index, project: pages[project])
+    out = tmp_path / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    status = watch.main(["--out", str(out), "--test-channel", ""])
+    issues = {name: (out / name).read_text() for name in sorted(os.listdir(out)) if name.startswith("issue-")}
+    return status, issues, json.loads((out / "watch.json").read_text())
+
+
+def test_before_the_first_release_a_new_torch_minor_leaves_its_own_issue(monkeypatch, tmp_path):
+    status, issues, report = run_watch(monkeypatch, tmp_path, PYPI_2026)
+    assert status == 1 and list(issues) == ["issue-torch-2.15.md"], issues
+    title, body = issues["issue-torch-2.15.md"].split("\n\n", 1)
+    assert title == "torch 2.15 is out; no wheel of this project covers it"
+    assert body.startswith("torch 2.15.0 is torch's newest release on ") and "To release: " in body
+    assert 'docs/development.md, "The first release, by hand"' in body
+    assert report["package"] is None and report["acted"][0]["result"] == title
+    # A patch of the same minor: the same title, so the same open issue (scripts/file_issues.sh files it once);
+    # the next minor: an issue of its own.
+    patch = run_watch(monkeypatch, tmp_path, PYPI_2026 + wheels("2.15.1"))[1]
+    assert {name: text.split("\n", 1)[0] for name, text in patch.items()} == {"issue-torch-2.15.md": title}
+    _, newer, _ = run_watch(monkeypatch, tmp_path, PYPI_2026 + wheels("2.16.0"))
+    assert newer["issue-torch-2.16.md"].startswith("torch 2.16 is out; no wheel of this project covers it\n\n")
+
+
+def test_a_minor_with_wheels_only_for_other_cpythons_is_still_found():
+    """torch 2.16 without a CPython 3.11 wheel (or only for aarch64) is out: the watch acts on it, and the
+    build that needs cp311 fails loudly instead of the watch saying nothing to do every day."""
+    for extra in (wheels("2.16.0", tag="cp314-cp314"), wheels("2.16.0", platform="manylinux_2_28_aarch64")):
+        assert tv.linux_versions(PYPI_2026 + extra)[-1] == "2.16.0"
+        assert tv.torch_wheels(PYPI_2026 + extra)[-1] == "2.15.0"  # what the build can use
+    assert tv.linux_versions(PYPI_2026 + wheels("2.16.0", platform="macosx_11_0_arm64"))[-1] == "2.15.0"
+    assert tv.linux_versions(wheels("2.16.0+cpu"))[-1] == "2.16.0"
+
+
+def test_a_new_minor_on_other_cpythons_only_is_acted_on(monkeypatch, tmp_path):
+    package = "torch_dlpack_bridge-0.1.0-cp39-abi3-manylinux_2_24_x86_64.whl"
+    wheel = tmp_path / package
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(watch.RECORD, "".join(f"2.{m}.0\n" for m in range(4, 16)))
+    monkeypatch.setattr(watch.urllib.request, "urlretrieve", lambda url, path: shutil.copy(wheel, path))
+    acted = []
+    monkeypatch.setattr(watch, "act", lambda torch, pre, *_: acted.append(torch) or {"torch": torch, "result": "x"})
+    status, issues, report = run_watch(monkeypatch, tmp_path, PYPI_2026 + wheels("2.16.0", tag="cp314-cp314"),
+                                       [package])
+    assert status == 0 and acted == ["2.16.0"] and report["torch_release"] == "2.16.0", report
+
+
+# ---- release.yml's wheel-matrix rows ------------------------------------------------------------------
+
+def listing_with_pythons():
+    """A listing where each torch has wheels for the CPythons it supported (a reduced PyPI)."""
+    files = []
+    for version, pythons in (("2.4.1", range(8, 13)), ("2.13.0", range(10, 15)), ("2.14.1", range(10, 15)),
+                             ("2.15.0", range(10, 16))):
+        for arch in ("x86_64", "aarch64"):
+            files += [f"torch-{version}-cp3{p}-cp3{p}-manylinux_2_28_{arch}.whl" for p in pythons]
+        files += [f"torch-{version}-cp313-cp313t-manylinux_2_28_x86_64.whl"]
+    return files
+
+
+def test_release_matrix_rows_are_the_oldest_and_newest_minors_read_from_the_index():
+    jobs = tv.release_matrix(listing_with_pythons())
+    assert [(j["arch"], j["runner"], j["python"], j["rows"]) for j in jobs] == [
+        ("x86_64", "ubuntu-24.04", "3.9", "2.4.1:3.9"),  # the oldest minor on its oldest CPython a runner has
+        ("x86_64", "ubuntu-24.04", "3.11", "2.14.1:3.11"),
+        ("x86_64", "ubuntu-24.04", "3.14", "2.15.0:3.14"),  # the newest on its newest (3.15: not on runners yet)
+        ("aarch64", "ubuntu-24.04-arm", "3.11", "aarch64/2.14.1:3.11 aarch64/2.15.0:3.11:uncovered")]
+    newer = tv.release_matrix(listing_with_pythons() + wheels("2.16.0", tag="cp312-cp312")
+                              + wheels("2.16.0", tag="cp311-cp311"))
+    assert [j["rows"] for j in newer][1:3] == ["2.15.0:3.11", "2.16.0:3.12"]
+
+
+def test_release_matrix_prints_json_for_the_workflow(monkeypatch, capsys):
+    monkeypatch.setattr(tv, "listing", lambda index, project: {name: "" for name in listing_with_pythons()})
+    assert tv.main(["--index", "http://index", "--release-matrix"]) == 0
+    assert json.loads(capsys.readouterr().out) == tv.release_matrix(listing_with_pythons())
+
+
+# ---- the issue tracker and the release job's pushes, rehearsed locally ------------------------------------
+
+def issue_file(path, title, body="body\n"):
+    path.write_text(f"{title}\n\n{body}")
+    return str(path)
+
+
+def file_issues(tmp_path, *args):
+    return subprocess.run([os.path.join(SCRIPTS, "file_issues.sh"), *args], capture_output=True, text=True,
+                          env=dict(os.environ, TDB_FORGE_DIR=str(tmp_path / "forge"), RUN_URL="http://run/1"),
+                          timeout=60)
+
+
+def filed(tmp_path):
+    folder = tmp_path / "forge" / "issues"
+    return sorted(p.read_text() for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_an_issue_is_filed_once_while_one_with_its_title_is_open(tmp_path):
+    a = issue_file(tmp_path / "a.md", "torch 2.16 is out; no wheel of this project covers it", "To release: x\n")
+    b = issue_file(tmp_path / "b.md", "torch watch: v0.1.0.post1 was tagged 7 h ago and is not on the index")
+    first = file_issues(tmp_path, a, b)
+    assert first.returncode == 0 and first.stdout.count("filed: ") == 2, first
+    assert filed(tmp_path)[0] == ("torch 2.16 is out; no wheel of this project covers it\n\nTo release: x\n\n"
+                                  "Run: http://run/1\n")
+    again = file_issues(tmp_path, a, b)
+    assert again.returncode == 0 and again.stdout.count("already open: ") == 2 and len(filed(tmp_path)) == 2
+    for issue in (tmp_path / "forge" / "issues").iterdir():  # closed: filed again on the next failure
+        issue.unlink()
+    assert file_issues(tmp_path, a).stdout == "filed: torch 2.16 is out; no wheel of this project covers it\n"
+
+
+def test_a_failed_release_files_one_issue_naming_the_tag(tmp_path):
+    for _ in range(2):
+        result = file_issues(tmp_path, "--release-failed", "v0.1.0.post1")
+        assert result.returncode == 0, result
+    issues = filed(tmp_path)
+    assert len(issues) == 1 and issues[0].startswith("release: v0.1.0.post1 failed, and may be published in part\n")
+    assert "gh workflow run release.yml --ref v0.1.0.post1" in issues[0] and "Run: http://run/1" in issues[0]
+
+
+def test_the_release_job_pushes_the_tag_and_a_branch_and_proposes_the_commit_to_main(tmp_path):
+    """scripts/torch_watch_release.sh with a bare repository as GitHub: the tag and torch-watch/TAG arrive with
+    the post-release commit, release.yml is started on the tag and the pull request goes to main."""
+    source = tmp_path / "watch"
+    repository(source, "v0.1.0")
+    git = ["git", "-C", str(source), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (source / "CHANGELOG.md").write_text("## 0.1.0.post1: torch 2.16\n")
+    subprocess.run(git + ["add", "CHANGELOG.md"], check=True)
+    subprocess.run(git + ["commit", "-qm", "0.1.0.post1: a prebuilt table for torch 2.16.0"], check=True)
+    subprocess.run(git + ["tag", "-a", "v0.1.0.post1", "-m", "x"], check=True)
+    subprocess.run(git + ["bundle", "create", str(tmp_path / "release.bundle"), "refs/tags/v0.1.0.post1"],
+                   check=True, capture_output=True)
+    remote = tmp_path / "github.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    result = subprocess.run([os.path.join(SCRIPTS, "torch_watch_release.sh"), str(tmp_path / "release.bundle"),
+                             "v0.1.0.post1"], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, REMOTE=str(remote), TDB_FORGE_DIR=str(tmp_path / "forge")))
+    assert result.returncode == 0, result
+    commit = subprocess.run(git[:3] + ["rev-parse", "v0.1.0.post1^{commit}"], capture_output=True,
+                            text=True).stdout.strip()
+    pushed = subprocess.run(["git", "-C", str(remote), "show-ref"], capture_output=True, text=True).stdout
+    assert f"{commit} refs/heads/torch-watch/v0.1.0.post1" in pushed and "refs/tags/v0.1.0.post1" in pushed
+    assert (tmp_path / "forge" / "runs.log").read_text() == "release.yml --ref v0.1.0.post1\n"
+    pull = (tmp_path / "forge" / "pulls" / "torch-watch-v0.1.0.post1.md").read_text()
+    assert pull.startswith("0.1.0.post1: a prebuilt table for torch 2.16.0\n\nbase: main, head: "
+                           "torch-watch/v0.1.0.post1\n")

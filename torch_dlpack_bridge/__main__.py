@@ -2,18 +2,30 @@
 function (on CPU, then on every device torch reports: _self_check), a quick timing with the machine's load
 beside it, and one verdict line last.
 
-The verdict, and the exit status with it:
+The verdict, and the exit status with it. It says what a new process of the same environment gets at
+``import torch``, not only this one, is wrapped at 100 columns and ends with a ``next:`` step:
 
 - ``verdict: works: ...``, status 0: every check passed or did not apply (``[n/a]``: torch cannot do it on
-  that device either); the line names the table kernel libraries get from ``torch.Tensor``.
+  that device either); it names the table kernel libraries get from ``torch.Tensor`` in every process; next,
+  the first-kernel page for a kernel author, the docs for anyone else.
+- ``verdict: works where imported: ...``, status 0: the checks passed, but with
+  ``TORCH_DLPACK_BRIDGE_AUTOLOAD=0`` (or no autoload hook installed) a new ``import torch`` keeps torch's own
+  table (or none); processes that ``import torch_dlpack_bridge`` get this one.
+- ``verdict: works in this process only: ...``, status 0: the checks passed, but the cache cannot be used, so
+  this process built the table privately and a new ``import torch`` keeps torch's own table (or, on a torch
+  without one, builds it again in every process); next, the cache to set.
 - ``verdict: FAILED: N checks ([FAIL] above: ...); next: ...``, status 1: a check failed; next, report the
   output (and, where torch has a table of its own, ``TORCH_DLPACK_BRIDGE_PREFER=torch`` uses it meanwhile).
+- ``verdict: FAILED: TORCH_DLPACK_BRIDGE_<NAME>=<value> ...; next: ...``, status 1, checked first: a variable
+  of this package set to a value it does not take; the values it takes.
 - ``verdict: FAILED: the table library could not be loaded; next: ...``, status 1: the reason and its fix are
   on stderr just before it.
 - ``verdict: FAILED: <error> (traceback above); next: ...``, status 1: an unexpected error of this package.
-- ``verdict: torch's own DLPack exchange table is in use: ...; next: ...``, status 0, the only line: torch is a
-  minor newer than the wheel covers; nothing is built (_loader.NewerTorch).
+- ``verdict: torch's own DLPack exchange table is in use: ...; next: ...``, status 0, the only output: torch is
+  a minor newer than the wheel covers; nothing is built (_loader.NewerTorch).
 - status 2, no verdict: a command line argparse refuses.
+- status 1, no verdict: the reader of the output went away (``python -m torch_dlpack_bridge | head -1``);
+  nothing is printed after that, on stderr either.
 
 ``python -m torch_dlpack_bridge --includes`` prints the compiler flag for the consumer headers;
 ``python -m torch_dlpack_bridge bench`` runs a short version of the benchmark suite (benchmarks/);
@@ -30,6 +42,7 @@ import importlib.metadata
 import os
 import statistics
 import sys
+import textwrap
 import timeit
 import traceback
 from typing import Dict, List, Optional, Sequence
@@ -40,6 +53,8 @@ import torch_dlpack_bridge as bridge
 from torch_dlpack_bridge import _loader, _probe, _self_check, _table
 
 CPU = (1, 0)
+AUTOLOAD_ENV = "TORCH_DLPACK_BRIDGE_AUTOLOAD"
+"""Read by the autoload hook (autoload/): ``0`` leaves publishing to ``import torch_dlpack_bridge``."""
 
 
 def status() -> None:
@@ -58,8 +73,8 @@ def status() -> None:
 
 def at_import_torch(origin: str, has_native: bool) -> str:
     """One line: what the autoload hook does at `import torch` in a new process, and what to run if anything."""
-    if os.environ.get("TORCH_DLPACK_BRIDGE_AUTOLOAD", "1") == "0":
-        return "at `import torch`: nothing (TORCH_DLPACK_BRIDGE_AUTOLOAD=0); `import torch_dlpack_bridge` publishes"
+    if os.environ.get(AUTOLOAD_ENV, "1") == "0":
+        return f"at `import torch`: nothing ({AUTOLOAD_ENV}=0); `import torch_dlpack_bridge` publishes"
     if origin in ("shipped", "cache", "build"):
         where = "installed with the package" if origin == "shipped" else "in the cache"
         return f"at `import torch`: the hook does the same in every process (this project's library is {where})"
@@ -160,24 +175,102 @@ def quick_timing() -> None:
           f"`python -m torch_dlpack_bridge bench` and benchmarks/RESULTS.md measure at length.")
 
 
-def issues_page() -> str:
-    """Where to report a failure: the Issues address in the installed distribution's metadata."""
+def project_url(label: str, fallback: str) -> str:
+    """The address under `label` ("Issues", "Documentation") in the installed distribution's metadata."""
     try:
         urls = importlib.metadata.metadata("torch_dlpack_bridge").get_all("Project-URL") or []
     except importlib.metadata.PackageNotFoundError:  # the checkout on sys.path, never installed
         urls = []
-    return next((url.split(", ", 1)[1] for url in urls if url.startswith("Issues, ")), "the project's issue tracker")
+    return next((url.split(", ", 1)[1] for url in urls if url.startswith(f"{label}, ")), fallback)
 
 
-def verdict(failed: Sequence[str], consumers: str, has_native: bool) -> str:
-    """The last line: it works, and what that means; or what failed, and what to do next."""
-    if not failed:
-        return (f"verdict: works: every check of this project's table passed (an [n/a] is what torch cannot do there "
-                f"either), and kernel libraries that look the table up on torch.Tensor (tvm-ffi, kernels built with "
-                f"this project's headers) get {consumers}")
-    meanwhile = f"set {bridge.PREFER_ENV}=torch to use torch's own table meanwhile, and " if has_native else ""
-    return (f"verdict: FAILED: {len(failed)} check{'s' if len(failed) > 1 else ''} ([FAIL] above: "
-            f"{', '.join(failed)}); next: {meanwhile}report this output at {issues_page()}")
+def issues_page() -> str:
+    """Where to report a failure."""
+    return project_url("Issues", "the project's issue tracker")
+
+
+def read_next() -> str:
+    """The `next:` of a verdict that works: the first-kernel page for a kernel author, the docs for the rest."""
+    docs = project_url("Documentation", "")
+    if not docs:
+        return "next: to write a kernel, the first-kernel page of the docs (docs/guides/first-kernel.md); else the docs"
+    return f"next: to write a kernel, {docs.rstrip('/')}/guides/first-kernel.html; anything else, {docs}"
+
+
+ENV_VALUES = {
+    _table.PREFER_ENV: ("torch or bridge (the default)", lambda v: v in ("torch", "bridge")),
+    AUTOLOAD_ENV: ("0 (off) or 1 (the default)", lambda v: v in ("0", "1")),
+    _loader.BUILD_ENV: ("0 (no build at import) or 1 (the default)", lambda v: v in ("0", "1")),
+    _loader.CACHE_ENV: ("an absolute path", os.path.isabs),
+    _loader.TIMEOUT_ENV: ("a number of seconds above 0", lambda v: _seconds(v) > 0),
+}
+"""Every TORCH_DLPACK_BRIDGE_* variable the package reads: the values it takes, and the test of one. Empty is
+unset. The hook and the loader read some others as a default (AUTOLOAD=off is on), so the main job says so."""
+
+
+def _seconds(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        return -1.0
+
+
+def environment_verdict() -> Optional[str]:
+    """The failing verdict where variables of this package are set to values it does not take, naming each and
+    the values it takes; None where all are fine."""
+    bad = [(name, takes) for name, (takes, ok) in ENV_VALUES.items()
+           if os.environ.get(name) and not ok(os.environ[name])]
+    if not bad:
+        return None
+    values = " and ".join(f"{name}={os.environ[name]!r}" for name, _ in bad)
+    fixes = ", ".join(f"{name} to {takes}" for name, takes in bad)
+    return (f"verdict: FAILED: {values} {'is not a value' if len(bad) == 1 else 'are not values'} this package "
+            f"takes; next: set {fixes}, or unset {'it' if len(bad) == 1 else 'them'}, then run `python -m "
+            f"torch_dlpack_bridge` again")
+
+
+def fresh_import(origin: str, has_native: bool) -> Optional[str]:
+    """Where a new process of this environment gets another table at `import torch` than this one's, or gets it
+    at a cost: what it gets, and why; None where it gets this process's table as this process got it."""
+    theirs = "torch's own table" if has_native else "no table"
+    if os.environ.get(AUTOLOAD_ENV, "1") == "0":
+        return f"a new `import torch` keeps {theirs} ({AUTOLOAD_ENV}=0)"
+    if _table.HOOK_MODULE not in sys.modules:  # its .pth line runs at start-up wherever it is installed
+        return f"a new `import torch` keeps {theirs} (the autoload hook is not installed in this environment)"
+    if origin == "private":
+        why = "the cache cannot be used (the line on `import torch` above)"
+        if has_native:
+            return f"a new `import torch` keeps torch's own table: {why}"
+        return f"a new `import torch` builds the table again, 20-60 s in each process: {why}"
+    return None
+
+
+def verdict(failed: Sequence[str], consumers: str, has_native: bool, origin: str = "shipped") -> str:
+    """The last line: it works, and what that means for a new process of this environment; or what failed,
+    and what to do next."""
+    if failed:
+        meanwhile = f"set {bridge.PREFER_ENV}=torch to use torch's own table meanwhile, and " if has_native else ""
+        return (f"verdict: FAILED: {len(failed)} check{'s' if len(failed) > 1 else ''} ([FAIL] above: "
+                f"{', '.join(failed)}); next: {meanwhile}report this output at {issues_page()}")
+    checks = ("every check of this project's table passed ([n/a]: torch cannot do it there either); kernel "
+              f"libraries (tvm-ffi, kernels on this project's headers) get {consumers} from torch.Tensor")
+    elsewhere = fresh_import(origin, has_native)
+    if elsewhere is None or (consumers == "torch's own table" and origin != "private"):  # a new process: the same
+        return f"verdict: works: {checks} in every process of this environment; {read_next()}"
+    if origin != "private":
+        return (f"verdict: works where imported: {checks} in processes that `import torch_dlpack_bridge`, but "
+                f"{elsewhere}; {read_next()}")
+    return (f"verdict: works in this process only: {checks} here, but {elsewhere}; next: set "
+            f"{_loader.CACHE_ENV} to a folder of yours, then run `{_loader.BUILD_COMMAND}`")
+
+
+def say(verdict_line: str) -> None:
+    """Prints a verdict wrapped at 100 columns, its continuation lines indented; a name, an address or a
+    `command` stays whole on its line."""
+    parts = verdict_line.split("`")
+    glued = "`".join(part.replace(" ", "\0") if i % 2 else part for i, part in enumerate(parts))
+    print(textwrap.fill(glued, 100, subsequent_indent="  ", break_long_words=False,
+                        break_on_hyphens=False).replace("\0", " "))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -217,16 +310,23 @@ def main(argv: List[str]) -> int:
 
         return check.main(args.args)
     _loader.left_to_main = False
+    bad_environment = environment_verdict()
+    if bad_environment is not None:  # before anything reads them: the package would raise, or misread, each
+        if args.command is None:
+            say(bad_environment)
+        else:
+            print(bad_environment.replace("verdict: FAILED: ", "torch_dlpack_bridge: ", 1), file=sys.stderr)
+        return 1
     try:
         _table.publish_at_import(explicit=True, retry_failed=args.command == "build", keep_newer=args.command is None)
     except _loader.NewerTorch as kept:  # not a failure: torch's own table serves; the line says the ways out
-        print(f"verdict: {kept}")
+        say(f"verdict: {kept}")
         return 0
     except ImportError as error:
         print(error, file=sys.stderr)
         if args.command is None:
-            print("verdict: FAILED: the table library could not be loaded; next: the message above says why and what "
-                  "to do, then run `python -m torch_dlpack_bridge` again")
+            say("verdict: FAILED: the table library could not be loaded; next: the message above says why and what "
+                "to do, then run `python -m torch_dlpack_bridge` again")
         return 1
     if args.command == "build":
         return build()
@@ -241,18 +341,31 @@ def main(argv: List[str]) -> int:
         print("\n".join(lines))
         print("\nquick timing:")
         quick_timing()
+    except BrokenPipeError:  # the reader left (`| head`): not a bug, and nothing more can be said
+        raise
     except Exception as error:  # a bug of this package: the traceback, then still a verdict
         traceback.print_exc()
-        print(f"\nverdict: FAILED: {type(error).__name__}: {_self_check.first_line(error)} (traceback above); "
-              f"next: report this output at {issues_page()}")
+        print()
+        say(f"verdict: FAILED: {type(error).__name__}: {_self_check.first_line(error)} (traceback above); "
+            f"next: report this output at {issues_page()}")
         return 1
-    print("\n" + verdict(failed, consumers_get(bridge.active_provider()), bridge._native_capsule() is not None))
+    print()
+    say(verdict(failed, consumers_get(bridge.active_provider()), bridge._native_capsule() is not None,
+                bridge.build_info()["origin"]))
     return 1 if failed else 0
 
 
-if __name__ == "__main__":
+def run(argv: List[str]) -> int:
+    """main(), and the exit status; where the reader of stdout left (`| head -1`), as Python's documentation of
+    SIGPIPE recommends: stdout pointed at /dev/null (so that the flush at exit raises no second error), status 1."""
     try:
-        sys.exit(main(sys.argv[1:]))
-    except BrokenPipeError:  # `python -m torch_dlpack_bridge | head`: the reader left, nothing is wrong
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
-        sys.exit(0)
+        status = main(argv)
+        sys.stdout.flush()  # here, where a closed pipe can still be caught
+        return status
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:]))

@@ -310,6 +310,12 @@ def deferral(target: _build.TorchTarget, folder: str, fd: int, problem: Optional
     if failed is not None:
         return Deferred(message, f"{case}: building this package's for it failed on {failed.get('when')} (log: "
                                  f"{failed.get('log')}); `{BUILD_COMMAND}` tries again.")
+    covered = newer_than_covered(target)
+    if covered is not None:  # the release that covers it is the way out most take: said first
+        return Deferred(message, f"{case}: it is newer than this wheel covers (torch {covered[0]} to {covered[1]}); "
+                                 f"`{UPGRADE_COMMAND}` gets the release that covers it (one follows each torch "
+                                 f"minor), or `{BUILD_COMMAND}` builds ours once into {folder}, then later "
+                                 f"processes publish it.")
     return Deferred(message, f"{case}: no library of this package is built for it yet{uncovered_reason(target)}, "
                              f"and building one takes 20-60 s, too long for `import torch`; `{BUILD_COMMAND}` builds it once into "
                              f"{folder}, then later processes publish it.")
@@ -491,16 +497,27 @@ def shipped_versions() -> List[str]:
     return sorted(versions, key=_build.version_tuple)
 
 
-def newer_than_shipped(target: _build.TorchTarget) -> Optional[str]:
-    """Where `target` is a minor newer than the newest the wheel covers: the main job's verdict, which says that
-    torch's own table is in use, why, and the two ways out; else None."""
+UPGRADE_COMMAND = "pip install -U torch_dlpack_bridge"
+
+
+def newer_than_covered(target: _build.TorchTarget) -> Optional[Tuple[str, str]]:
+    """The oldest and newest torch the wheel covers, where `target` is a minor newer than the newest; else None."""
     covered = shipped_versions()
     if not covered or target.minor <= _build.version_tuple(covered[-1]):
         return None
+    return covered[0], covered[-1]
+
+
+def newer_than_shipped(target: _build.TorchTarget) -> Optional[str]:
+    """Where `target` is a minor newer than the newest the wheel covers: the main job's verdict, which says that
+    torch's own table is in use, why, and the two ways out; else None."""
+    covered = newer_than_covered(target)
+    if covered is None:
+        return None
     return (f"torch's own DLPack exchange table is in use: torch {target.version} is newer than this wheel covers "
-            f"(torch {covered[0]} to {covered[-1]}); next: upgrade torch_dlpack_bridge (`pip install -U "
-            f"torch_dlpack_bridge`: a release follows each torch minor) or build its table for this torch once "
-            f"(`{BUILD_COMMAND}`, needs a C++ compiler)")
+            f"(torch {covered[0]} to {covered[1]}); next: upgrade torch_dlpack_bridge (`{UPGRADE_COMMAND}`: a "
+            f"release follows each torch minor) or build its table for this torch once (`{BUILD_COMMAND}`, needs a "
+            f"C++ compiler)")
 
 
 def covered_torch() -> str:

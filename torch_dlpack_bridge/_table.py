@@ -164,6 +164,9 @@ def install(prefer: Optional[str] = None) -> None:
     """
     global _saved
     library = _loaded()
+    if not prefer and os.environ.get(PREFER_ENV) not in (None, "", "torch", "bridge"):
+        raise ValueError(f"{PREFER_ENV}={os.environ[PREFER_ENV]!r}: prefer must be 'torch' or 'bridge' (the "
+                         f"default), or the variable unset")
     prefer = prefer or os.environ.get(PREFER_ENV) or "bridge"
     if prefer not in ("torch", "bridge"):
         raise ValueError(f"prefer must be 'torch' or 'bridge', not {prefer!r}")
