@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -346,21 +347,33 @@ def markdown_torch(data: Dict[str, Any]) -> str:
                       f"nn.Parameter, then swapped; calls interleaved; the steadier number): ours / {pr['other']} = "
                       f"**{pr['ratio']:.2f}x** (per process {min(every):.2f}-{max(every):.2f}, {len(every)} processes)."]
     st = data.get("stream")
+    said = set()  # the reasons given already: a provider's failure is said once, in words
     if st and "ns" in st:
-        ns = st["ns"]
-        lines += ["", "`current_work_stream(kDLExtDev, 0)` from C (the probe, GIL held, rotating slices, "
-                      f"{len(ns.get(OURS, []))} slices of 20,000 calls):", "",
-                  "| provider | ns per call | / torch's |", "|---|---:|---:|"]
-        for p, v in ns.items():
-            r = (_med([a / b for a, b in zip(v, ns[NATIVE])]) if NATIVE in ns else None)
-            lines.append(f"| {p} | {_med(v):.1f} | {f'{r:.2f}x' if r else '-'} |")
-        for p, e in st.get("errors", {}).items():
-            lines.append(f"\n{p}: {e}")
-    if data.get("notes"):
-        lines += [""] + [f"- {n}" for n in data["notes"]]
+        ns = {p: v for p, v in st["ns"].items() if v}  # a provider that failed has no slices: not a row
+        errors = {p: _reason(e) for p, e in st.get("errors", {}).items()}
+        if ns:
+            slices = max(len(v) for v in ns.values())
+            lines += ["", "`current_work_stream(kDLExtDev, 0)` from C (the probe, GIL held, rotating slices, "
+                          f"{slices} slices of 20,000 calls):", "",
+                      "| provider | ns per call | / torch's |", "|---|---:|---:|"]
+            for p, v in ns.items():
+                r = (_med([a / b for a, b in zip(v, ns[NATIVE])]) if NATIVE in ns else None)
+                lines.append(f"| {p} | {_med(v):.1f} | {f'{r:.2f}x' if r else '-'} |")
+        for p, e in errors.items():
+            lines += ["", f"{p} is not in this table nor in the tdbdev calls above: {e}."]
+            said.add(e)
+    notes = [n for n in (data.get("notes") or []) if _reason(n.split(": ", 1)[-1]) not in said]
+    if notes:
+        lines += [""] + [f"- {n.split(': ', 1)[0]}: {_reason(n.split(': ', 1)[-1])}" for n in notes]
     lines += ["", f"Measured with tvm-ffi {m['tvm_ffi']}: {len(data['rounds'])} rounds, {m['date']}, load average at "
                   f"start {m['loadavg'][0]}."]
     return "\n".join(lines)
+
+
+def _reason(error: str) -> str:
+    """A worker's error as a reader reads it: the message without the exception's name (`RuntimeError: this torch
+    (< 2.11) offers no raw stream handle ...` is `this torch (< 2.11) offers ...`)."""
+    return re.sub(r"^[A-Z]\w*(?:Error|Exception): ", "", error.strip())
 
 
 def _version(text: str):

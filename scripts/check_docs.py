@@ -37,6 +37,17 @@ Fails (exit 1, one line per problem) on:
   whose lines run past its box without scrolling, an error example (a code block with an exception's or a
   refusal's line) wider than its box, so that its reason line is off-screen, and an anchor target (a section, a
   label, a reference entry) whose heading a jump to it leaves under the sticky header;
+- issue 61's, measured at both widths: inline code broken at a dot or after `(` or `<` (`tests/test_gpu.|py`,
+  `to_dlpack(|t)`, `ndim<|1>`), inline code of MAX_WHOLE characters or fewer split at all (it wraps whole), a
+  range of numbers broken at its hyphen (`(2.43-|12.13)`), anywhere but code blocks; on a phone a page's table that
+  scrolls sideways (it stacks), and a results table whose key column (a ratio: its head `ours / it`) is off screen
+  or, stacked, not read right after the row's label; a table cell more than MAX_CELL_LINES lines tall; a chart
+  shown below MIN_CHART_SCALE of its width with no box to scroll it in;
+- words a reader should not meet: the implementation's (IMPLEMENTATION_WORDS: `load() returns false`,
+  `cast_flags`, `vectorcall dispatcher`, a call's `record`, `lent`) on the reference, limitations and guarantees
+  pages; a generator's leftovers anywhere (a raw `RuntimeError: ...` in the text, a measurement of `0 slices`, the
+  benchmark scripts' goal notes); a topic under another's heading (a section's one bold lead-in, `**Accessors.**`
+  under "Names"); and a page whose title the links to it do not say (`limitations` for "Choices and ...");
 - a missing image: an <img src> or <object data> (the Graphviz diagrams) that the server does not have, or that
   is empty or not an image; and any request Chromium made while rendering a page that the server answered with
   an error (stylesheets, scripts and images as the browser asked for them).
@@ -72,6 +83,12 @@ MAIN_PAGES = ["index.html", "getting-started.html", "guides/first-kernel.html", 
               "guarantees.html", "support.html", "conformance.html"]
 SKIP_DIRS = ("_static", "_images", "_sources", "_downloads")
 MAX_CODE_COLUMNS = 90
+# Inline code of at most this many characters never breaks across lines (it wraps whole: a phone's line holds 44).
+MAX_WHOLE = 40
+# A table cell taller than this many lines of text is a paragraph: it belongs on a page of its own.
+MAX_CELL_LINES = 15
+# A chart (an image) shown at less than this share of its width, with no box to scroll it in, cannot be read.
+MIN_CHART_SCALE = 0.5
 # Screenshot and table-measurement widths: a laptop's and a phone's.
 WIDTHS = {"": 1280, "-phone": 390}
 DESKTOP = 1280  # from this width on, a table must fit its column without scrolling
@@ -80,6 +97,7 @@ DESKTOP = 1280  # from this width on, a table must fit its column without scroll
 # headless Chromium lays a window out at no less than 500 px.
 MEASURE, MEASURE_INNER = "check-docs-measure", "check-docs-measure-frame"
 MEASURE_SCRIPT = b"""<script>
+const MAX_WHOLE = @MAX_WHOLE@, MAX_CELL_LINES = @MAX_CELL_LINES@, MIN_CHART_SCALE = @MIN_CHART_SCALE@;
 window.addEventListener("load", () => {
   const width = document.documentElement.clientWidth, found = [], page = document.documentElement.outerHTML;
   for (const table of document.querySelectorAll("table")) {
@@ -90,11 +108,24 @@ window.addEventListener("load", () => {
     }
     const b = box.getBoundingClientRect(), cell = table.querySelector("tr > *");
     const first = cell ? cell.getBoundingClientRect() : b;
+    // The key column: a ratio (its head "ours / it", "/ torch's"), the point of a results table. In the first data
+    // row: is its cell inside the box and the viewport, and is it the first cell read after the row's label?
+    const heads = [...table.querySelectorAll("thead th")].map(th => th.textContent.trim());
+    const keyAt = heads.findIndex((h, i) => i > 0 && /(^|\\s)\\/\\s/.test(h));
+    const row = [...table.querySelectorAll("tbody tr")].find(tr => tr.children.length === heads.length);
+    let key = null;
+    if (keyAt > 0 && row) {
+      const cells = [...row.children].map(c => c.getBoundingClientRect()), k = cells[keyAt];
+      const others = cells.filter((c, i) => i > 0 && i !== keyAt && c.height);
+      key = {head: heads[keyAt].slice(0, 40), visible: k.left >= Math.max(0, b.left) - 1 &&
+               k.right <= Math.min(width, b.right) + 1 && k.width > 0,
+             second: others.every(c => k.top < c.top + 1 && (k.top < c.top - 1 || k.left <= c.left))};
+    }
     found.push({label: (cell ? cell.textContent : "").trim().slice(0, 40), width: Math.round(width),
                 box_left: Math.floor(b.left), box_right: Math.ceil(b.right), table_width: Math.ceil(table.scrollWidth),
                 box_width: Math.floor(box.clientWidth), scrolls: box !== table &&
                   ["auto", "scroll"].includes(getComputedStyle(box).overflowX),
-                first_right: Math.ceil(first.right - b.left)});
+                first_right: Math.ceil(first.right - b.left), key, page_table: table.classList.contains("docutils")});
   }
   // Identifiers broken across two lines (inline code, C++ signatures, code blocks that wrap): a line break between
   // two word characters, or, but in a table's cell, after a hyphen (`--no-|build-isolation`, `-|>`), wherever the
@@ -103,11 +134,29 @@ window.addEventListener("load", () => {
   const roots = [...document.querySelectorAll("article code, article dt.sig")].filter(e => !e.closest("pre"))
     .concat([...document.querySelectorAll("article pre")].filter(
       e => ["pre-wrap", "break-spaces", "pre-line"].includes(getComputedStyle(e).whiteSpace)));
+  const lineCount = root => {  // the lines a piece of text is laid out on
+    const tops = [], nodes = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let n = nodes.nextNode(); n; n = nodes.nextNode()) {
+      range.selectNodeContents(n);
+      for (const r of range.getClientRects())
+        if (r.height && r.width && !tops.some(t => Math.abs(t - r.top) < r.height / 2)) tops.push(r.top);
+    }
+    return tops.length;
+  };
   for (const root of roots) {
     range.selectNodeContents(root);
     if (range.getClientRects().length < 2 && root.tagName !== "PRE") continue;  // on one line
-    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
     const cell = root.closest("td, th");  // in a table's cell a long name-with-hyphens may break at one
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    // Inline code wraps whole: a short one (MAX_WHOLE characters) on one line, a longer one never at a dot or after
+    // `(` or `<` (`tests/test_gpu.|py`, `to_dlpack(|t)`, `ndim<|1>`).
+    const inline = root.tagName === "CODE", whole = root.textContent.trim().length <= MAX_WHOLE;
+    const hyphenated = cell && /^[\\w.:\\/\\[\\]]+(-[\\w.:\\/\\[\\]]+)+$/.test(root.textContent.trim());
+    if (inline && whole && !hyphenated && lineCount(root) > 1) {
+      breaks.push(`${root.textContent.trim()} (inline code of ${root.textContent.trim().length} characters, ` +
+                  "split: it wraps whole)");
+      continue;
+    }
     let top = null, before = "", text = "";
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       for (let i = 0; i < node.data.length; i++) {
@@ -121,11 +170,48 @@ window.addEventListener("load", () => {
         const r = range.getBoundingClientRect();
         if (!r.height) continue;
         if (top !== null && r.top > top + r.height / 2 &&
-            ((word.test(previous) && word.test(c)) || (previous === "-" && joined.test(c) && !cell)))
+            ((word.test(previous) && word.test(c)) || (previous === "-" && joined.test(c) && !cell) ||
+             (inline && !hyphenated && (previous === "." || (c === "." && previous.trim()) || previous === "(" ||
+                                        previous === "<"))))
           breaks.push(text.slice(Math.max(0, text.length - 31), text.length - 1) + "|" + node.data.slice(i, i + 12));
         top = r.top;
       }
     }
+  }
+  // A range (`2.43-12.13`, `2026-11-27`) broken at its hyphen, anywhere in the text but code blocks.
+  const texts = document.createTreeWalker(document.querySelector("article") || document.body, NodeFilter.SHOW_TEXT);
+  for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+    if (node.parentElement.closest("pre, script, style")) continue;
+    for (const m of node.data.matchAll(/\\d-(?=\\d)/g)) {
+      const at = m.index + 1;
+      range.setStart(node, at);
+      range.setEnd(node, at + 1);
+      const hyphen = range.getBoundingClientRect();
+      range.setStart(node, at + 1);
+      range.setEnd(node, at + 2);
+      const next = range.getBoundingClientRect();
+      if (hyphen.height && next.top > hyphen.top + hyphen.height / 2)
+        breaks.push(node.data.slice(Math.max(0, at - 20), at + 1) + "|" + node.data.slice(at + 1, at + 12) +
+                    " (a range broken at its hyphen)");
+    }
+  }
+  // Table cells taller than MAX_CELL_LINES lines (a paragraph in a cell: it belongs on a page of its own), and charts
+  // (images) shrunk below half their size with no box to scroll them in.
+  const tall = [];
+  for (const cell of document.querySelectorAll("article table.docutils :is(td, th)")) {
+    const style = getComputedStyle(cell), line = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
+    range.selectNodeContents(cell);  // its content's height: the cell itself is as tall as its row
+    const lines = Math.round(range.getBoundingClientRect().height / line);
+    if (lines > MAX_CELL_LINES) tall.push(`${lines} lines: ${cell.textContent.trim().slice(0, 50)}`);
+  }
+  const charts = [];
+  for (const img of document.querySelectorAll("article img")) {
+    let scrolls = false;
+    for (let e = img.parentElement; e && !["ARTICLE", "BODY"].includes(e.tagName); e = e.parentElement)
+      scrolls = scrolls || ["auto", "scroll"].includes(getComputedStyle(e).overflowX);
+    if (img.naturalWidth && img.clientWidth < img.naturalWidth * MIN_CHART_SCALE && !scrolls)
+      charts.push(`${img.getAttribute("src")} at ${Math.round(100 * img.clientWidth / img.naturalWidth)}% ` +
+                  `(${img.clientWidth} of ${img.naturalWidth} px)`);
   }
   // Table cells whose content runs past their column (into the next one, or out of the table), and code blocks
   // whose lines run past their box without scrolling in it.
@@ -167,12 +253,13 @@ window.addEventListener("load", () => {
   out.className = "check-docs-measure";
   out.setAttribute("data-width", width);
   out.setAttribute("data-tables", JSON.stringify(found));
-  out.setAttribute("data-layout", JSON.stringify({breaks, errors, hidden, overflows}));
+  out.setAttribute("data-layout", JSON.stringify({breaks, errors, hidden, overflows, tall, charts}));
   if (width === Math.max(...[...parent.document.querySelectorAll("iframe")].map(f => f.clientWidth)))
     out.setAttribute("data-page", page);  // the page's DOM as rendered, once: the checks that read it
   parent.document.body.appendChild(out);
 });
-</script>"""
+</script>""".replace(b"@MAX_WHOLE@", b"%d" % MAX_WHOLE).replace(
+    b"@MAX_CELL_LINES@", b"%d" % MAX_CELL_LINES).replace(b"@MIN_CHART_SCALE@", repr(MIN_CHART_SCALE).encode())
 HEADERS = os.path.join(ROOT, "torch_dlpack_bridge", "include", "torch_dlpack_bridge")
 # Blocks whose text prose_problems reads, and the elements whose text is code, not prose.
 PROSE_BLOCKS = {"p", "li", "dd", "dt", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6", "figcaption", "caption"}
@@ -239,8 +326,32 @@ class DomReader(html.parser.HTMLParser):
         self._emphasis: List[str] = []
         self.text: List[str] = []  # every piece of text in the page's <article> (the page itself, not the theme's)
         self._article = 0
+        self.title = ""  # the page's <h1>
+        self._h1 = False
+        self.article_links: List[Tuple[str, str]] = []  # (href, text) of the links in the page's <article>
+        self._link: Optional[List[str]] = None
+        # Per <section>: its heading, its paragraphs, and the run-in headings (a paragraph opening with bold text
+        # ending in "." or ":", `**Accessors.** t.view() gives...`) with the paragraph's index.
+        self.sections: List[Dict[str, object]] = []
+        self._sections: List[Dict[str, object]] = []
+        self._p_fresh = False
+        self._lead: Optional[str] = None
 
     def handle_endtag(self, tag):
+        if tag == "h1":
+            self._h1 = False
+        if tag == "a" and self._link is not None:
+            self.article_links.append((self._link[0], " ".join(self._link[1].split())))
+            self._link = None
+        if tag in ("h2", "h3", "h4", "h5", "h6") and self._sections and self._sections[-1].get("_in_heading"):
+            section = self._sections[-1]
+            section["heading"], section["_in_heading"] = " ".join(str(section["_heading"]).split()).rstrip("#¶"), False
+        if tag == "strong" and self._lead is not None:
+            lead, self._lead = " ".join(self._lead.split()), None
+            if self._sections and lead.endswith((".", ":", "?")):
+                self._sections[-1]["leads"].append((lead, self._sections[-1]["paragraphs"]))
+        if tag == "section" and self._sections:
+            self.sections.append(self._sections.pop())
         if tag in ("strong", "em") and self._emphasis and self._sig is None:
             self.emphasis.append(self._emphasis.pop())
         if tag == "article" and self._article:
@@ -261,6 +372,16 @@ class DomReader(html.parser.HTMLParser):
             self._sig = None
 
     def handle_data(self, data):
+        if self._h1:
+            self.title += data
+        if self._link is not None:
+            self._link[-1] += data
+        if self._lead is not None:
+            self._lead += data
+        elif self._p_fresh and data.strip():
+            self._p_fresh = False
+        if self._sections and self._sections[-1]["heading"] is None and self._sections[-1].get("_in_heading"):
+            self._sections[-1]["_heading"] += data
         if self._emphasis and not self._code:
             self._emphasis[-1] += data
         if self._article:
@@ -276,6 +397,19 @@ class DomReader(html.parser.HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if tag == "h1" and self._article and not self.title:
+            self._h1 = True
+        if tag == "a" and self._article:
+            self._link = [a.get("href") or "", ""]
+        if tag == "section" and self._article:
+            self._sections.append({"heading": None, "_heading": "", "paragraphs": 0, "leads": []})
+        if tag in ("h2", "h3", "h4", "h5", "h6") and self._sections and self._sections[-1]["heading"] is None:
+            self._sections[-1]["_in_heading"] = True
+        if tag == "p" and self._sections and not self._code:
+            self._sections[-1]["paragraphs"] += 1
+            self._p_fresh = True
+        if tag == "strong" and self._p_fresh:
+            self._lead, self._p_fresh = "", False
         for key in ("id", "name"):
             if a.get(key):
                 self.ids.add(a[key])
@@ -375,6 +509,82 @@ def reference_problems(page: str, dom: DomReader, dunders: Optional[Set[str]] = 
         text = "".join(dom.text)
         problems += [f"{page}: the public reference names an internal of the headers (namespace detail): {n!r}"
                      for n in sorted(internal_names()) if re.search(rf"(?<![\w:]){re.escape(n)}\b", text)]
+    return problems
+
+
+# Words of the headers' implementation that a reader of the reference, the limitations or the guarantees cannot act
+# on (how the casters and the refusal notes work inside): say what the reader sees instead.
+IMPLEMENTATION_WORDS = [r"\bload\(\)", r"\bfrom_python\(\)", r"\bcast_flags\b", r"\binnermost\b",
+                        r"\bputs? it back\b", r"\bvectorcall\b", r"\bdispatcher\b", r"\brecord open\b",
+                        r"\b(?:call's|own|its|the) record\b", r"\blent\b", r"\bthread-local\b",
+                        r"__tls_get_addr"]
+# The pages that must hold none: the reference, the limitations, the guarantees (and their detail page).
+PLAIN_PAGES = re.compile(r"^(reference/|limitations\.html$|guarantees)")
+# Text a generator left that is not for the reader: an exception's raw message in prose, a measurement over zero
+# samples, the benchmark scripts' own notes on their goals.
+NOT_FOR_READERS = [
+    (re.compile(r"\b[A-Z]\w*(?:Error|Exception): [a-z]"), "a raw exception message in the text"),
+    (re.compile(r"(?<![\d.,])0 (?:slices|rounds|runs|processes|samples|repeats) of\b"), "a measurement of zero samples"),
+    (re.compile(r"\b(?:Not a goal|[Ff]or the reader\b|Goal met|Goal not met)"), "a note of the scripts' goals"),
+]
+
+
+def page_problems(page: str, dom: DomReader) -> List[str]:
+    """Words a reader should not meet: implementation words on the plain pages (IMPLEMENTATION_WORDS), text left by
+    a generator (NOT_FOR_READERS), and a topic under another's heading: a section whose one run-in heading (a bold
+    lead-in, not its first paragraph's) names what the section's heading does not."""
+    problems = []
+    if PLAIN_PAGES.match(page):
+        text = " ".join("".join(dom.text).split())
+        for pattern in IMPLEMENTATION_WORDS:
+            for found in re.finditer(pattern, text):
+                context = text[max(0, found.start() - 50):found.end() + 30]
+                problems.append(f"{page}: an implementation word, {found.group(0)!r}: ...{context}... (say what the "
+                                "reader sees)")
+    for block in dom.prose:
+        block = " ".join(block.split())
+        for pattern, what in NOT_FOR_READERS:
+            if pattern.search(block):
+                problems.append(f"{page}: {what}: {block[:120]!r}")
+    for section in dom.sections:
+        leads = section["leads"]
+        heading = str(section["heading"] or "")
+        if heading and len(leads) == 1 and leads[0][1] > 1 and not _shares_word(leads[0][0], heading):
+            problems.append(f"{page}: a topic under another's heading: {leads[0][0]!r} in the section {heading!r} "
+                            "(give it a heading of its own)")
+    return problems
+
+
+COMMON_WORDS = {"the", "and", "for", "its", "what", "not", "yet", "how", "with", "one", "all", "this", "that"}
+
+
+def _stems(text: str) -> Set[str]:
+    """The words of a title or a link's text, each by its first five letters (`limitation`, `limitations`)."""
+    return {w[:5] for w in re.findall(r"[a-z+]{3,}", text.lower()) if w not in COMMON_WORDS}
+
+
+def _shares_word(a: str, b: str) -> bool:
+    return bool(_stems(a) & _stems(b))
+
+
+def title_problems(doms: Dict[str, DomReader]) -> List[str]:
+    """A page that the links of other pages call by a name its title does not have (`limitations` for a page
+    titled "Choices and what is not supported yet"): two or more links to the page itself (no #section), none of
+    whose texts shares a word with the title."""
+    texts: Dict[str, List[str]] = {}
+    for page, dom in doms.items():
+        for href, text in dom.article_links:
+            target = urllib.parse.urlsplit(href)
+            if target.scheme or target.netloc or target.fragment or not target.path.endswith(".html") or not text:
+                continue
+            rel = os.path.normpath(os.path.join(os.path.dirname(page), target.path)).replace(os.sep, "/")
+            if rel != page:
+                texts.setdefault(rel, []).append(text)
+    problems = []
+    for rel, said in sorted(texts.items()):
+        title = " ".join(doms[rel].title.split()).rstrip("#¶") if rel in doms else ""
+        if title and len(said) >= 2 and not any(_shares_word(t, title) for t in said):
+            problems.append(f"{rel}: its title is {title!r}, but the links to it say {sorted(set(said))[:4]}")
     return problems
 
 
@@ -479,6 +689,15 @@ def table_problems(page: str, tables: List[Dict[str, object]]) -> List[str]:
         elif t["table_width"] > t["box_width"] and t["width"] >= DESKTOP:
             problems.append(f"{where} is {t['table_width']} px in a column of {t['box_width']}: on a desktop a "
                             "table fits without scrolling (split it, transpose it, or drop columns)")
+        elif t["table_width"] > t["box_width"] and t.get("page_table", True):  # not Sphinx's index
+            problems.append(f"{where} scrolls sideways ({t['table_width']} px in {t['box_width']}): on a phone a "
+                            "table stacks, each row's cells under its first")
+        key = t.get("key")
+        if key and not key["visible"]:
+            problems.append(f"{where} shows its key column ({key['head']!r}) off screen")
+        elif key and not key["second"] and t["width"] < DESKTOP:
+            problems.append(f"{where} shows its key column ({key['head']!r}) after the others: it comes right "
+                            "after the row's label")
     return problems
 
 
@@ -491,6 +710,10 @@ def layout_problems(page: str, width: int, found: Dict[str, List[str]]) -> List[
     problems += [f"{where} an error example runs off the side (wrap it): {e!r}" for e in found.get("errors", [])]
     problems += [f"{where} a jump to {h} hides it under the sticky header" for h in found.get("hidden", [])]
     problems += [f"{where} {o} runs past its column" for o in found.get("overflows", [])]
+    problems += [f"{where} a table cell is {t} (more than {MAX_CELL_LINES}: keep the row short, the detail on a page "
+                 "of its own)" for t in found.get("tall", [])]
+    problems += [f"{where} a chart cannot be read: {c} (let it scroll at a readable size)"
+                 for c in found.get("charts", [])]
     return problems
 
 
@@ -610,7 +833,7 @@ def main(argv: List[str]) -> int:
                 failed = [(path, code) for path, code in Recorder.requests if code >= 400]
             doms[page] = dom
             problems += code_problems(page, dom, examples_of)
-            problems += prose_problems(page, dom) + reference_problems(page, dom) + layout
+            problems += prose_problems(page, dom) + reference_problems(page, dom) + page_problems(page, dom) + layout
             # The search page has no heading; every other page has its title as one.
             if run.returncode != 0 or dom.main == 0 or (dom.headings == 0 and page != "search.html"):
                 problems.append(f"{page}: did not render in Chromium (exit {run.returncode}, main {dom.main}, "
@@ -628,6 +851,7 @@ def main(argv: List[str]) -> int:
         shutil.rmtree(profile, ignore_errors=True)
         server.shutdown()
 
+    problems += title_problems(doms)
     # Links and images of the rendered pages, resolved against the files of the site.
     ids_of: Dict[str, Set[str]] = {page: dom.ids for page, dom in doms.items()}
     links = images = 0

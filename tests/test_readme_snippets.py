@@ -212,6 +212,9 @@ def test_the_benchmarks_page_leaves_the_goals_and_the_commit_in_the_source_tree(
     assert "- Goal met: " in results and "**Goal not met**" in results and "### Goals" in results
     assert re.search(r"commit [0-9a-f]{7}", results)
     assert "Goal" not in page and not re.search(r"commit [0-9a-f]{7}", page)
+    assert "Not a goal" not in page and "for the reader" not in page.lower()  # the ratios no goal judges (issue 61)
+    # a provider that failed is said once, in words: no raw exception, no table of zero slices (issue 61)
+    assert "RuntimeError: " not in page and not re.search(r"\b0 slices\b", page)
     # every measurement stays: the tables, the sections' markers, the runs' details
     assert [line for line in results.splitlines() if line.startswith(("|", "<!--", "Measured with"))] == \
         [line for line in page.splitlines() if line.startswith(("|", "<!--", "Measured with"))]

@@ -48,7 +48,7 @@ class ManagedTensor {
   static ManagedTensor from_python(PyObject* obj, const char* name = "tensor") {
     return from_python(obj, find_exchange_api(Py_TYPE(obj)), name);
   }
-  /*! \brief from_python() with the table already looked up (`api` nullptr: use `__dlpack__`). */
+  /*! \brief As the overload above, with the table already looked up (`api` nullptr: use `__dlpack__`). */
   static ManagedTensor from_python(PyObject* obj, const DLPackExchangeAPI* api, const char* name) {
     if (!api) {
       ManagedTensor m(detail::export_by_protocol(obj, name), nullptr);

@@ -24,12 +24,12 @@
  *
  * Arguments a parameter does not take, as in pybind11.h: a non-tensor (a class, such as `torch.Tensor` itself,
  * never is one), a tensor its producer refuses (a conj view, a sparse tensor, a NumPy string array) and a tensor
- * that violates a typed parameter's constraints are all arguments that do not match: from_python() returns
- * false with and without cast_flags::convert, so the next overload is tried whatever the other arguments need,
+ * that violates a typed parameter's constraints are all arguments that do not match: the parameter declines them
+ * whether or not nanobind allows conversions, so the next overload is tried whatever the other arguments need,
  * and when no overload takes the call nanobind raises its TypeError, "f(): incompatible function arguments",
  * listing every overload with its parameters' names (`nb::arg`) and constraints, and the arguments' types.
- * from_python() never throws, and a refusal is never kept to raise later: nanobind's std::optional and list casters
- * take an element's value inside their own `noexcept` code, where a throwing value would end the process. Call
+ * A parameter never raises while nanobind tries it (nanobind takes the items of a `std::optional` or a list parameter
+ * in code that must not throw, where an exception would end the process). Call
  * `tdb::explain_refusals(m)` at the end of `NB_MODULE` and that same TypeError also says which tensor argument each
  * overload refused, and why (refusals.h): ``overload 1: argument 'y': expected dtype float32, got float16``.
  *
@@ -183,7 +183,8 @@ TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
  * TypeError, the same type and listing, with one line per overload and refused tensor argument added (refusals.h). Call
  * it at the end of `NB_MODULE`, after the last `def` (a function defined later is not wrapped). The call is dispatched
  * once either way: the reasons are worded only for a refused call, by each parameter type's checks, and a producer
- * without a table is asked `__dlpack__` once per call; a call that is taken lists its record and takes it off (call.h).
+ * without a table is asked `__dlpack__` once per call; a call that is taken costs a few nanoseconds more, nothing per
+ * tensor.
  * Any other function is left as it is (nothing to explain: its calls cost what they did). Does nothing with the
  * limited API (`NB_STABLE_ABI`).
  */

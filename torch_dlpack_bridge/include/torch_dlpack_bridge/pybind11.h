@@ -24,9 +24,8 @@
  *
  * Arguments a parameter does not take: a non-tensor (a class, such as `torch.Tensor` itself, never is one), a
  * tensor its producer refuses (a conj view, a sparse tensor, a NumPy string array) and a tensor that violates
- * a typed parameter's constraints are all arguments that do not match: load() returns false in both of
- * pybind11's passes (the no-conversion pass of an overloaded function, then the converting one), so the next
- * overload is tried, whatever the other arguments need (`f(Tensor<float>, float)` and `f(Tensor<double>,
+ * a typed parameter's constraints are all arguments that do not match: the parameter declines them whether or
+ * not pybind11 allows conversions, so the next overload is tried, whatever the other arguments need (`f(Tensor<float>, float)` and `f(Tensor<double>,
  * double)` under one name take `f(float64 tensor, np.float32(2))`), and when no overload takes the call
  * pybind11 raises its TypeError, "f(): incompatible function arguments", listing every overload with its
  * parameters' names (`py::arg`) and constraints, e.g. ``x: typing.Annotated[torch_dlpack_bridge.typing.DLPackTensor,
@@ -178,9 +177,9 @@ inline bool wrap_pybind11_function(PyObject* f) {
  * TypeError, the same type and listing, with one line per overload and refused tensor argument added (refusals.h). Call
  * it at the end of `PYBIND11_MODULE`, after the last `def` (a function defined later is not wrapped). The call is
  * dispatched once either way: the reasons are worded only for a refused call, by each parameter type's checks, and a
- * producer without a table is asked `__dlpack__` once per call; a call that is taken lists its record and takes it off
- * (call.h). Any other function is left as it is (nothing to explain: its calls cost what they did). Needs pybind11
- * 3 (its vectorcall dispatcher); does nothing with pybind11 2 or the limited API.
+ * producer without a table is asked `__dlpack__` once per call; a call that is taken costs a few nanoseconds more,
+ * nothing per tensor. Any other function is left as it is (nothing to explain: its calls cost what they did). Needs
+ * pybind11 3; does nothing with pybind11 2 or the limited API.
  */
 inline void explain_refusals(pybind11::module_& m) {
 #if PYBIND11_VERSION_MAJOR >= 3 && !defined(Py_LIMITED_API)
