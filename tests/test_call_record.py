@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import torch_dlpack_bridge  # noqa: F401  (publishes the table)
+from test_item_lifetimes import Building, made
 from test_refusals import refusal_modules  # noqa: F401  (the fixture)
 from typed_tensor_build import FLAVOURS
 
@@ -271,27 +272,16 @@ def test_a_property_setter_is_wrapped_and_lent_nothing_of_its_callers_record(m):
 # ---- Issue 59: a call's state is found through the call (the Python frame that made it), not the thread ----------
 
 
-class Building:
-    """A sequence that makes each item ([k, k, k], k = 1, 2, ...) as it is asked for, running `hook` first."""
-
-    def __init__(self, n, hook):
-        self.n, self.hook = n, hook
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if i >= self.n:
-            raise IndexError(i)
-        self.hook()
-        return torch.full((3,), float(i + 1))
+def building(n, hook):
+    """A sequence of n items made as they are asked for ([k, k, k], k = 1 .. n), running `hook` before each."""
+    return Building(n, lambda k: (hook(), made(k))[1])
 
 
 def test_code_run_while_a_call_converts_its_list_is_lent_nothing(m):
     # The list's __getitem__ runs while total(xs) converts it, and calls late_sum(r) and cast_sum(r) (not wrapped):
     # each asks r itself. Before, the first export was kept in total's record and lent to the rest: 3, 3, 3, 3.
     r, seen = Counting(), []
-    assert m.total(Building(2, lambda: seen.extend([m.late_sum(r), m.cast_sum(r)]))) == 9.0
+    assert m.total(building(2, lambda: seen.extend([m.late_sum(r), m.cast_sum(r)]))) == 9.0
     assert seen == [3.0, 6.0, 9.0, 12.0] and r.k == 4
 
 
@@ -329,7 +319,7 @@ def test_a_trace_or_profile_function_run_during_a_call_is_lent_nothing(m, hook):
     install = getattr(sys, hook)
     install(tracer)
     try:
-        total = m.total(Building(2, lambda: None))
+        total = m.total(building(2, lambda: None))
     finally:
         install(None)
     # __getitem__ is called once more, for the IndexError that ends the iteration: each call asks r itself.
@@ -345,13 +335,13 @@ def test_a_producer_is_asked_once_per_call_whatever_container_took_its_tensor(m)
     assert m.views_once([q], "s") == 3.0 and q.k == 1
 
 
-GREENLETS = r"""
-import importlib, sys
+# What both child scripts start with: the module under test (argv 1: its folder, argv 2: its name) and the producers.
+CHILD = r"""
+import importlib, sys, threading
 import numpy as np, torch, greenlet
 import torch_dlpack_bridge
 sys.path.insert(0, sys.argv[1])
 m = importlib.import_module(sys.argv[2])
-n, order = int(sys.argv[3]), sys.argv[4]
 
 
 class Counting:
@@ -369,8 +359,10 @@ class Counting:
 
 class FirstRefused(Counting):
     pass
+"""
 
-
+GREENLETS = CHILD + r"""
+n, order = int(sys.argv[3]), sys.argv[4]
 hub = greenlet.getcurrent()
 results, after, ended = {}, [], []
 
@@ -418,31 +410,7 @@ def test_greenlets_switching_inside_bodies_keep_their_calls_apart(m, order, n, t
     assert run.stdout.strip() == "[3.0, 6.0, 9.0, 12.0, 15.0] True True True", run.stdout
 
 
-THREADS = r"""
-import importlib, sys, threading
-import numpy as np, torch
-import torch_dlpack_bridge
-sys.path.insert(0, sys.argv[1])
-m = importlib.import_module(sys.argv[2])
-
-
-class Counting:
-    def __init__(self):
-        self.k = 0
-
-    def __dlpack__(self, **kwargs):
-        self.k += 1
-        first = isinstance(self, FirstRefused) and self.k == 1
-        return np.full((1, 4) if first else 3, self.k, dtype=np.float64 if first else np.float32).__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return (1, 0)
-
-
-class FirstRefused(Counting):
-    pass
-
-
+THREADS = CHILD + r"""
 inside = [threading.Event(), threading.Event()]
 leave = [threading.Event(), threading.Event()]
 out = {}
