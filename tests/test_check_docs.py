@@ -325,7 +325,8 @@ CELLS_PAGE = """<html><head><style>
 </article></main></body></html>"""
 
 
-def test_the_browser_finds_cells_hyphens_and_blocks_running_past_their_column_at_390_px(tmp_path):
+def chromium_and_break_points():
+    """(the Chromium binary, docs/break_points.py as a module); skips where Chromium is not installed."""
     binary = check_docs.find_chromium(None)
     if binary is None:
         pytest.skip("chromium is not installed (Debian: apt-get install chromium); CI installs it for the docs")
@@ -334,6 +335,11 @@ def test_the_browser_finds_cells_hyphens_and_blocks_running_past_their_column_at
         import break_points
     finally:
         sys.path.pop(0)
+    return binary, break_points
+
+
+def test_the_browser_finds_cells_hyphens_and_blocks_running_past_their_column_at_390_px(tmp_path):
+    binary, break_points = chromium_and_break_points()
     wide = "x = torch.ones(3)  # " + "y" * 120
     broken = CELLS_PAGE.format(cell_wrap="normal", meta='torch.ones(2,&nbsp;4,&nbsp;device="meta")', plain="visible",
                                wide=wide, extra="")
@@ -395,14 +401,7 @@ def png(width, height):
 @pytest.fixture(scope="module")
 def issue61_pages(tmp_path_factory):
     """check_docs' layout findings on the planted page, broken and as the site fixes it: {name: [problems]}."""
-    binary = check_docs.find_chromium(None)
-    if binary is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium); CI installs it for the docs")
-    sys.path.insert(0, os.path.join(REPO, "docs"))
-    try:
-        import break_points
-    finally:
-        sys.path.pop(0)
+    binary, break_points = chromium_and_break_points()
     tmp = tmp_path_factory.mktemp("issue61")
     (tmp / "chart.png").write_bytes(png(1100, 40))
     with open(os.path.join(REPO, "docs", "_static", "custom.css")) as f:
