@@ -4,21 +4,22 @@
  *        (refusals.h opens and ends it).
  *
  * The design in one paragraph. A wrapped call puts its CallRecord on its own stack and lists it, with the Python frame
- * that made the call, among the live records (the module's list, changed only with the GIL held; a thread's own on a
- * free-threaded build); the record takes itself off the list when the call returns or raises, in whatever order calls
- * end. A caster finds a record only through the frame it runs in: the list is searched
- * for the current frame, and no record is read unless its frame matches. The binding library converts a call's
- * arguments and runs its body in the caller's frame, so the call's own casters (every overload and pass) and the casts
- * its C++ body makes itself find its record. Any Python code that runs meanwhile runs in a frame of its own and finds
- * nothing: a producer's `__dlpack__`, a list's `__getitem__`, a scalar's `__index__`, a trace or profile function, a
- * callback the body calls, and whatever runs on another greenlet (a greenlet suspended inside a call has its stack copied
- * away, and its frames are not the running ones, so its record is never read). A call made from there opens a record of
- * its own (wrapped) or keeps nothing (a function defined after `explain_refusals`, a module without it). What the record
- * keeps: the tensors exported through `__dlpack__`, lent to every overload and pass so that each producer is asked once
- * per call; the producers' refusals, to word the TypeError and so that a refusing producer is not asked again; and the
- * first exception that was not a refusal, which the call ends with (nanobind.h: a nanobind caster cannot raise it). All
- * of it is released when the record is destroyed, as the call ends. The items a list parameter's caster makes while it
- * converts are another matter, kept for every call, wrapped or not (pybind11.h, nanobind.h).
+ * that made the call, among the live records (with the GIL, the module's list, changed only with the GIL held and only
+ * by the threads of the interpreter that wrapped the module; without it, the thread's own); the record takes itself off
+ * the list when the call returns or raises, in whatever order calls end. A caster finds a record only through the frame
+ * it runs in: the list is searched for the current frame, and no record is read unless its frame matches. The binding
+ * library converts a call's arguments and runs its body in the caller's frame, so the call's own casters (every
+ * overload and pass) and the casts its C++ body makes itself find its record. Any Python code that runs meanwhile runs
+ * in a frame of its own and finds nothing: a producer's `__dlpack__`, a list's `__getitem__`, a scalar's `__index__`, a
+ * trace or profile function, a callback the body calls, and whatever runs on another greenlet (a greenlet suspended
+ * inside a call has its stack copied away, and its frames are not the running ones, so its record is never read). A
+ * call made from there opens a record of its own (wrapped) or keeps nothing (a function defined after
+ * `explain_refusals`, a module without it). What the record keeps: the tensors exported through `__dlpack__`, lent to
+ * every overload and pass so that each producer is asked once per call; the producers' refusals, to word the TypeError
+ * and so that a refusing producer is not asked again; and the first exception that was not a refusal, which the call
+ * ends with (nanobind.h: a nanobind caster cannot raise it). All of it is released when the record is destroyed, as the
+ * call ends. The items a list parameter's caster makes while it converts are another matter, kept for every call,
+ * wrapped or not (pybind11.h, nanobind.h).
  *
  * Included by view.h; a kernel author never includes it directly.
  */
