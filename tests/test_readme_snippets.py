@@ -103,8 +103,8 @@ def test_docs_include_each_flavour_from_the_examples():
     assert set(SNIPPETS) | {
         "examples/axpy_kernels/axpy_kernels.cpp", "examples/axpy_pybind11/axpy_pybind11.cpp",
         "examples/axpy_pybind11/setup.py", "examples/axpy_compile/axpy_compile/ops.py",
-        "examples/axpy_nanobind/axpy_nanobind.cpp", "examples/axpy_nanobind/CMakeLists.txt",
-        "examples/axpy_pybind11/CMakeLists.txt", "examples/axpy_pybind11/pyproject.toml",
+        "examples/axpy_nanobind/axpy_nanobind.cpp", "examples/axpy_nanobind/pyproject.toml",
+        "examples/rms_norm/rms_norm.cpp", "examples/rms_norm/CMakeLists.txt", "examples/axpy_pybind11/pyproject.toml",
     } <= included
     # The kernel author's guide shows the whole pybind11 example, not an excerpt.
     assert any(page == "docs/guides/kernel-authors.md" and path == "examples/axpy_pybind11/axpy_pybind11.cpp"

@@ -4,9 +4,12 @@ and the docs' CMake recipe (its CMakeLists.txt), each called from Python with to
 
 CI (`.ci/run`, CI=true) has cmake: there a missing cmake fails the CMake build's tests instead of skipping them.
 """
+import glob
 import os
 import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -18,12 +21,25 @@ EXAMPLE = os.path.join(REPO, "examples", "rms_norm")
 
 
 @pytest.fixture(scope="module", params=["setuptools", "cmake"])
-def ext(request, tmp_path_factory):
+def built(request, tmp_path_factory):
+    """The folder that holds the module, built one way."""
     if request.param == "setuptools":
-        return load_copy(install_once("rms_norm", tmp_path_factory), "rms_norm")
+        return install_once("rms_norm", tmp_path_factory)
     if shutil.which("cmake") is None and os.environ.get("CI"):
         pytest.fail("cmake is not installed: CI must build the example with the docs' CMake recipe")
-    return load_copy(cmake_build_once("rms_norm", tmp_path_factory), "rms_norm")
+    return cmake_build_once("rms_norm", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def ext(built):
+    return load_copy(built, "rms_norm")
+
+
+def test_session_runs_against_each_build(built):
+    """session.txt, which the kernel author's guide shows, prints what it says (the refusal's signature elided)."""
+    res = subprocess.run([sys.executable, "-m", "doctest", "-o", "ELLIPSIS", os.path.join(EXAMPLE, "session.txt")],
+                         capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=built))
+    assert res.returncode == 0 and res.stdout == "", res.stdout + res.stderr
 
 
 def oracle(x, weight=None, eps=1e-6):
@@ -115,3 +131,42 @@ def test_a_leaf_that_requires_grad_is_refused_as_torch_refuses_it(ext):
     with torch.no_grad():  # an optimizer's step: taken
         ext.rms_norm_(x)
     assert torch.allclose(x.detach(), torch.ones(2, 3), atol=1e-5)
+
+
+# The one CMake recipe: examples/rms_norm/CMakeLists.txt, which both guides show; every example's CMakeLists.txt is
+# that file with its own names (nanobind's, where it binds with nanobind).
+def as_pybind11(text, module):
+    text = text.replace(module, "rms_norm").replace(" NB_STATIC", "")
+    return text.replace("nanobind --cmake_dir", "pybind11 --cmakedir").replace("nanobind", "pybind11")
+
+
+def test_every_example_builds_with_the_one_cmake_recipe():
+    with open(os.path.join(EXAMPLE, "CMakeLists.txt")) as f:
+        recipe = f.read()
+    assert "-m torch_dlpack_bridge --cmake-dir" in recipe and "torch_dlpack_bridge::headers" in recipe
+    found = sorted(glob.glob(os.path.join(REPO, "examples", "*", "CMakeLists.txt")))
+    assert len(found) >= 4, found
+    for path in found:
+        with open(path) as f:
+            text = f.read()
+        module = re.search(r"^project\((\w+) ", text, re.M).group(1)
+        body = as_pybind11(text[text.index("cmake_minimum_required"):], module)
+        body = body.replace("install(TARGETS rms_norm LIBRARY DESTINATION .)\n", "")  # scikit-build-core's wheel
+        assert body == recipe[recipe.index("cmake_minimum_required"):], path
+
+
+def test_both_guides_show_the_recipe_and_its_command():
+    command = 'cmake -S . -B build -DPython_EXECUTABLE="$(command -v python)"'
+    with open(os.path.join(REPO, "docs", "guides", "kernel-authors.md")) as f:
+        guide = f.read()
+    with open(os.path.join(REPO, "docs", "guides", "first-kernel.md")) as f:
+        first = f.read()
+    with open(os.path.join(REPO, "examples", "first_kernel", "build.sh")) as f:
+        build = f.read()
+    assert "```{literalinclude} ../../examples/rms_norm/CMakeLists.txt\n" in guide and command in guide
+    assert "```{literalinclude} ../../examples/rms_norm/rms_norm.cpp\n" in guide
+    assert "```{literalinclude} ../../examples/rms_norm/session.txt\n" in guide
+    assert "```{literalinclude} ../../examples/first_kernel/CMakeLists.txt\n" in first and command in build
+    assert "(kernel-authors.md#cmake)" in first and "(kernel-authors.md#a-complete-kernel)" in first
+    # one recipe: no page tells CMake where the configs are on its command line any more
+    assert "-Dtorch_dlpack_bridge_DIR" not in guide + first + build

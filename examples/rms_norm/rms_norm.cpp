@@ -1,6 +1,7 @@
-// rms_norm: one complete kernel. It writes its input in place (a written typed parameter),
-// takes an optional typed parameter (weight=None), returns a new tensor (tdb::OwnedTensor)
-// and says why a tensor was refused (tdb::explain_refusals). No torch header, no torch link.
+// rms_norm: one complete kernel. It writes its input in place (a written typed
+// parameter), takes an optional typed parameter (weight=None), returns a new tensor
+// (tdb::OwnedTensor) and says why a tensor was refused (tdb::explain_refusals).
+// No torch header, no torch link.
 #include <cmath>
 #include <optional>
 

@@ -1,6 +1,8 @@
-"""Builds rms_norm with setuptools: pybind11 + torch_dlpack_bridge's headers, no torch include or link.
+"""Builds rms_norm with setuptools: pybind11 + torch_dlpack_bridge's headers, no torch
+include or link.
 
-get_include() is the installed package's include folder (importing the package imports torch).
+get_include() is the installed package's include folder (importing the package imports
+torch).
 Build: pip install --no-build-isolation examples/rms_norm
 """
 import pybind11
