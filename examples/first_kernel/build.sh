@@ -12,8 +12,6 @@ c++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden \
 # [pybind11 end]
 
 # [nanobind]
-cmake -S . -B build -DPython_EXECUTABLE="$(command -v python)" \
-    -Dnanobind_DIR="$(python -m nanobind --cmake_dir)" \
-    -Dtorch_dlpack_bridge_DIR="$(python -m torch_dlpack_bridge --cmake-dir)"
+cmake -S . -B build -DPython_EXECUTABLE="$(command -v python)"
 cmake --build build
 # [nanobind end]
