@@ -332,11 +332,11 @@ def explain8_table(explain8: Dict[str, Dict[str, Dict[str, List[float]]]]) -> Li
 def explain_goals(explain: Dict[str, Dict[str, List[float]]], explain8) -> List[str]:
     """The goal line of `explain_refusals` (issue 51: per tensor, the untyped caster), then the per-call ratios (issue
     44's measure) and the typed parameters' per tensor, as information."""
-    why = ("the wrapper is one more call between CPython and the library's dispatcher, which lists the call's record "
-           "with the caller's frame and takes it off: a lookup of a thread-local of a shared object (`__tls_get_addr`) "
-           "and a read of the running frame, once per call; no caster looks the record up on an accepted call "
-           "through tables, so nothing is paid per tensor (call.h); a bare pass-through wrapper alone measured 1.02x "
-           "(pybind11) and 1.04x (nanobind), benchmarks/NOTES.md")
+    why = ("the wrapper is one more call between CPython and the library's dispatcher, which reads the thread state "
+           "(a call into libpython) for the running frame and lists the call's record with it in the module's list, "
+           "then takes it off, once per call; no caster looks the record up on an accepted call through tables "
+           "(call.h); a bare pass-through wrapper alone measured 1.02x (pybind11) and 1.04x (nanobind), and code "
+           "placement alone moves these ratios by 5% or more between two builds of one source, benchmarks/NOTES.md")
     r = explain_ratios(explain)
     per_call = []
     for lib in ("pybind11", "nanobind"):
