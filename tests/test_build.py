@@ -153,7 +153,8 @@ def test_a_stopped_build_leaves_no_process_of_its_commands_groups(tmp_path, monk
     monkeypatch.setenv("CXX", compiler_with_a_child(tmp_path, "sleep 600",
                                                     check=fail_once_both_run if how == "failed-sibling" else None))
     target = _build.TorchTarget(version="2.13.0", cxx11_abi=True, rocm=False, root=str(tmp_path))
-    raised = {"failed-sibling": RuntimeError, "timeout": _build.BuildTimeout, "ctrl-c": KeyboardInterrupt}[how]
+    raised, message = {"failed-sibling": (RuntimeError, "-fsyntax-only.*\nfailed with exit code 1"),
+                       "timeout": (_build.BuildTimeout, "timed out after 3 s"), "ctrl-c": (KeyboardInterrupt, "")}[how]
 
     def interrupt_once_both_run(main):
         wait_for(lambda: len(started(tmp_path)) >= 2)
@@ -163,9 +164,9 @@ def test_a_stopped_build_leaves_no_process_of_its_commands_groups(tmp_path, monk
     try:
         if how == "ctrl-c":
             threading.Thread(target=interrupt_once_both_run, args=(threading.get_ident(),), daemon=True).start()
-        with pytest.raises(raised):
+        with pytest.raises(raised, match=message):  # a build that never stops times out after 60 s (600 s left)
             _build.compile_table(target, str(tmp_path / "out" / "lib.so"), jobs=3, src=str(src),
-                                 timeout=3 if how == "timeout" else None)
+                                 timeout=3 if how == "timeout" else 60)
         groups = started(tmp_path)
         assert len(groups) >= 2, "the compilers did not start"
         assert wait_for(lambda: not processes.in_groups(groups), seconds=60), [
