@@ -7,6 +7,7 @@ next start). A full run writes its table to scripts/mutation.md (docs/developmen
     python scripts/mutate.py --check         # only: does every snippet still match its file exactly once?
     python scripts/mutate.py --only import-empty-negative-stride --no-baseline
     python scripts/mutate.py --file _cache.py
+    python scripts/mutate.py --file _build.py --merge-report   # a subset, merged into scripts/mutation.md
 
 A mutant is a file, an exact snippet of it and its replacement (no line numbers, so edits elsewhere in the file
 leave it valid). A snippet that no longer occurs exactly once is "stale": reported and counted against the
@@ -46,7 +47,7 @@ WORK = os.path.join(REPO, "build", "mutate")
 JOURNAL = os.path.join(WORK, "journal.json")
 AUTOLOAD_FILES = ("_torch_dlpack_bridge_autoload.py", "torch_dlpack_bridge_autoload.pth",
                   "torch_dlpack_bridge_autoload.start")
-STATUSES = ("killed", "survived", "stale", "equivalent")
+STATUSES = ("killed", "survived", "stale", "equivalent", "not run")
 
 
 @dataclasses.dataclass
@@ -60,6 +61,7 @@ class Mutant:
     status: str = ""
     detail: str = ""  # the killing test, or why stale
     seconds: float = 0.0
+    run: str = ""  # the run that gave the result: "`commit`, date" (earlier runs, with --merge-report)
 
 
 def load_catalogue(path: str) -> List[Mutant]:
@@ -326,33 +328,69 @@ def interrupt_on_signals() -> None:
 # ---- the report -------------------------------------------------------------------------------------------
 
 def score(mutants: List[Mutant]):
-    counted = [m for m in mutants if m.status != "equivalent"]
+    counted = [m for m in mutants if m.status not in ("equivalent", "not run")]
     killed = sum(m.status == "killed" for m in counted)
     return killed, len(counted)
 
 
-def report(mutants: List[Mutant], seconds: float, baseline_seconds: Optional[float]) -> str:
-    killed, counted = score(mutants)
+def this_run() -> str:
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip()
+    return f"`{commit}`, {time.strftime('%Y-%m-%d')}"
+
+
+def report(mutants: List[Mutant], seconds: float, baseline_seconds: Optional[float]) -> str:
+    """The report of a run; with results merged from earlier runs (--merge-report), the score line says how many
+    were run now, how many come from earlier runs (each row names its run) and how many were never run."""
+    killed, counted = score(mutants)
     import torch
 
-    lines = [f"Score **{killed}/{counted} = {100.0 * killed / max(counted, 1):.1f} %** killed (equivalent mutants "
-             f"not counted; stale ones count as not killed), `{commit}`, torch {torch.__version__}, "
-             f"{time.strftime('%Y-%m-%d')}: {seconds / 60:.1f} min on {os.cpu_count()} cores"
+    now = [m for m in mutants if not m.run and m.status in ("killed", "survived")]
+    earlier = [m for m in mutants if m.run and m.status != "not run"]
+    never = [m for m in mutants if m.status == "not run"]
+    merged = f" over {counted} of the catalogue's {len(mutants)} mutants with a result" if earlier or never else ""
+    lines = [f"Score **{killed}/{counted} = {100.0 * killed / max(counted, 1):.1f} %** killed{merged} (equivalent "
+             f"mutants not counted; stale ones count as not killed), {this_run()}, torch {torch.__version__}: "
+             f"{len(now)} run in {seconds / 60:.1f} min on {os.cpu_count()} cores"
              + (f", of which {baseline_seconds / 60:.1f} min the baseline run of the tests" if baseline_seconds
-                else "") + ".", "", "| File | Mutants | Killed | Survived | Stale | Equivalent |",
-             "|---|---:|---:|---:|---:|---:|"]
+                else "")
+             + (f"; {len(earlier)} results from earlier runs (the row says which)" if earlier else "")
+             + (f"; {len(never)} with no result recorded here (not run: not counted)" if never else "") + ".", "",
+             "| File | Mutants | Killed | Survived | Stale | Equivalent | Not run |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     files = sorted({m.file for m in mutants})
     for file in files:
         ms = [m for m in mutants if m.file == file]
         lines.append(f"| `{file}` | {len(ms)} | " + " | ".join(str(sum(m.status == s for m in ms)) for s in STATUSES)
                      + " |")
-    lines += ["", "| Mutant | File | Result | Killed by, or why | Seconds |", "|---|---|---|---|---:|"]
+    lines += ["", "| Mutant | File | Result | Killed by, or why | Seconds | Run |", "|---|---|---|---|---:|---|"]
     for m in mutants:
         detail = m.equivalent if m.status == "equivalent" else m.detail
-        lines.append(f"| `{m.id}` | `{m.file}` | {m.status} | {detail.replace('|', '/')} | {m.seconds:.0f} |")
+        lines.append(f"| `{m.id}` | `{m.file}` | {m.status} | {detail.replace('|', '/')} | {m.seconds:.0f} | "
+                     f"{m.run or ('this run' if m.status in ('killed', 'survived') else '-')} |")
     return "\n".join(lines) + "\n"
+
+
+def merge_earlier(mutants: List[Mutant], path: str) -> None:
+    """Gives each mutant not run now (no status) its result in the report at `path`, as that report's row has
+    it, with the run it came from (the row's, or that report's for a report written before rows named theirs);
+    a mutant with no row there, or one whose file or snippet changed since (stale now), is "not run"."""
+    text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    header = re.search(r"`([^`]+)`, (?:torch [^,]+, )?(\d{4}-\d\d-\d\d)", text)
+    whole = f"`{header.group(1)}`, {header.group(2)}" if header else "an earlier run"
+    rows = {}
+    for line in text.splitlines():
+        row = re.match(r"\| `([^`]+)` \| `[^`]+` \| (killed|survived) \| (.*) \| (\d+) \|(?: (.*) \|)?$", line)
+        if row:
+            run = row.group(5) if row.group(5) and row.group(5) != "this run" else whole
+            rows[row.group(1)] = (row.group(2), row.group(3), float(row.group(4)), run)
+    for m in mutants:
+        if m.status:
+            continue
+        if m.id in rows:
+            m.status, m.detail, m.seconds, m.run = rows[m.id]
+        else:
+            m.status, m.run = "not run", "never"
 
 
 def main() -> int:
@@ -364,6 +402,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900, help="seconds per mutant's tests (default 900)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the tests")
     parser.add_argument("--catalogue", default=CATALOGUE)
+    parser.add_argument("--merge-report", action="store_true",
+                        help="after a subset run, write scripts/mutation.md with the other mutants' results from "
+                             "the report there (each row names its run; mutants it lacks are listed as not run)")
     args = parser.parse_args()
 
     os.makedirs(os.path.join(WORK, "logs"), exist_ok=True)
@@ -373,6 +414,7 @@ def main() -> int:
     if unknown:
         raise SystemExit(f"mutate: no mutant {', '.join(sorted(unknown))} in {args.catalogue}")
     subset = bool(args.only or args.file)
+    catalogue = mutants
     if subset:
         mutants = [m for m in mutants if m.id in args.only or any(f in m.file for f in args.file)]
     for m in mutants:
@@ -421,12 +463,23 @@ def main() -> int:
     finally:
         tree.restore()  # the library as it was before the run
     seconds = time.monotonic() - start
-    text = report(mutants, seconds, baseline_seconds)
+    if subset and args.merge_report:
+        to_report = catalogue
+        for m in catalogue:  # those outside the subset: stale or equivalent as they stand now
+            reason = "" if m.status else stale_reason(m)
+            if reason:
+                m.status, m.detail = "stale", reason
+            elif not m.status and m.equivalent:
+                m.status = "equivalent"
+        merge_earlier(catalogue, REPORT)
+    else:
+        to_report = mutants
+    text = report(to_report, seconds, baseline_seconds)
     print("\n" + text)
     for m in mutants:
         if m.status in ("survived", "stale"):
             print(f"NOT KILLED {m.id}: {m.status} {m.detail}")
-    if not subset:
+    if not subset or args.merge_report:
         with open(REPORT, "w") as f:
             f.write("<!-- written by scripts/mutate.py; do not edit -->\n" + text)
         print(f"mutate: wrote {os.path.relpath(REPORT, REPO)}")

@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+import processes
 import torch_dlpack_bridge
 from torch_dlpack_bridge import _probe
 
@@ -28,6 +29,48 @@ def torch_at_least(major, minor):
 # before, only CUDA's, and any other device's current_work_stream raises exactly this RuntimeError.
 TORCH_HAS_RAW_STREAM_HANDLES = torch_at_least(2, 11)
 NO_RAW_STREAM_HANDLE = r"this torch \(< 2\.11\) offers no raw stream handle for {} devices"
+
+
+# ---- the suite leaves no process behind --------------------------------------------------------------------
+
+SESSION = f"{os.getpid()}-{os.urandom(4).hex()}"
+"""This session's token in processes.MARKER: every process the tests start carries it in its environment."""
+os.environ[processes.MARKER] = f"{SESSION}:"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The processes started while `item` runs (its fixtures included) carry its id."""
+    os.environ[processes.MARKER] = f"{SESSION}:{item.nodeid}"
+    try:
+        yield
+    finally:
+        os.environ[processes.MARKER] = f"{SESSION}:"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind():
+    """Fails the run where a process the tests started still runs once they are done (after every other fixture:
+    this one is set up first), naming the test that started it; such a process is killed, then reported. A fake
+    compiler's `sleep 600` left by a build that killed its command's pid and not its process group, say, would
+    otherwise run on unseen after the suite passed."""
+    yield
+    if not os.path.isdir("/proc/self"):
+        return
+    left = processes.left_behind(SESSION)
+    if not left:
+        return
+    lines = [f"  pid {pid}, started during {test}: {processes.command_line(pid)[:200]}"
+             for pid, test in sorted(left.items())]
+    import signal
+
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    pytest.fail(f"{len(left)} process(es) started by the tests still running at the end of the session (now "
+                "killed):\n" + "\n".join(lines), pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 
+import processes
 import torch_dlpack_bridge
 
 HOOK_PTH, HOOK_START = "torch_dlpack_bridge_autoload.pth", "torch_dlpack_bridge_autoload.start"
@@ -753,38 +754,32 @@ def test_a_package_run_with_dash_m_that_imports_this_one_gets_the_table_at_impor
 # ---- a build that is stopped, however, leaves no compiler running and no folder behind -------------------
 
 def slow_compiler(tmp_path):
-    """A compiler that records its pid in tmp_path/pids and then takes 600 s (exec: the pid is the sleeper's)."""
+    """A compiler that takes 600 s as g++ would: a driver that starts a child of its own (g++ starts cc1plus, as
+    and ld, in its process group), records its pid (the group's: the build starts each command as a group's
+    leader) in tmp_path/pids, and waits for the child."""
     script = tmp_path / "slow-c++"
-    script.write_text(f"#!/bin/sh\necho $$ >> {tmp_path / 'pids'}\nexec sleep 600\n")
+    script.write_text(f"#!/bin/sh\nsleep 600 &\necho $$ >> {tmp_path / 'pids'}\nwait\n")
     script.chmod(0o755)
     return str(script)
 
 
-def alive(pids):
-    """The processes among `pids` still running (a zombie no one has reaped yet is not running)."""
-    running = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            running.append(pid)
-    return running
-
-
 def started(tmp_path):
+    """The process groups of the fake compilers that ran (each recorded its pid, its group's id)."""
     path = tmp_path / "pids"
     return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+
+def left_running(tmp_path):
+    """The processes of the fake compilers' groups still running: a driver, or a child it started."""
+    return processes.in_groups(started(tmp_path))
 
 
 def build_then_stop(tmp_path, env, command, how):
     """Runs `command` in a session of its own (as a terminal or a job runner starts a job), waits until two
     compilers run, stops it `how` ("SIGTERM" or "SIGHUP" or "SIGINT" to its process group, "SIGKILL" to the
     Python process alone: its parent's death; "SIGALRM" to `timeout` alone: its time is up; "none": it stops by
-    itself), and returns its exit status and the compilers still running 60 s after it ended (at once when none
-    is: they would run 600 s)."""
+    itself), and returns its exit status and the processes of the compilers' groups still running 60 s after it
+    ended (at once when none is: they would run 600 s)."""
     import signal
     import time
 
@@ -806,11 +801,10 @@ def build_then_stop(tmp_path, env, command, how):
             process.kill()
             process.wait()
     deadline = time.monotonic() + 60
-    while alive(started(tmp_path)) and time.monotonic() < deadline:
+    while left_running(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = alive(started(tmp_path))
-    for pid in left:  # the test's own clean-up: these are the fake compilers it started
-        os.kill(pid, signal.SIGKILL)
+    left = left_running(tmp_path)
+    processes.kill_groups(started(tmp_path))  # the test's own clean-up: the fake compilers it started
     return status, left
 
 
@@ -904,13 +898,14 @@ SIGNAL_AT = textwrap.dedent("""
 
 
 def fake_compiler(tmp_path, how, signal_name):
-    """A compiler that records its pid in tmp_path/pids and does `how` (check, compile, link: the header check,
-    a source, the link): "ok" (the link copies this process's library), "slow" (600 s), "signal" (sends
-    `signal_name` to the builder's process group, the first one to run, then 600 s), "fail" (exits 1 once a
+    """A compiler that records its pid (its process group's) in tmp_path/pids and does `how` (check, compile,
+    link: the header check, a source, the link): "ok" (the link copies this process's library), "slow" (starts
+    a child of its own that takes 600 s, as g++ starts cc1plus, and waits for it), "signal" (the same child, then
+    sends `signal_name` to the builder's process group, the first one to run, and waits), "fail" (exits 1 once a
     slow one runs)."""
     steps = {"ok": 'case $kind in link) cp {library} "$out";; compile) : > "$out";; esac; exit 0',
-             "slow": "touch {tmp}/slow; exec sleep 600",
-             "signal": "mkdir {tmp}/signalled 2>/dev/null && kill -s {signal} -- -$PPID; exec sleep 600",
+             "slow": "sleep 600 & touch {tmp}/slow; wait",
+             "signal": "sleep 600 & mkdir {tmp}/signalled 2>/dev/null && kill -s {signal} -- -$PPID; wait",
              "fail": "while [ ! -e {tmp}/slow ]; do sleep 0.05; done; exit 1"}
     check, compile, link = (steps[step].format(library=torch_dlpack_bridge.build_info()["library"], tmp=tmp_path,
                                                signal=signal_name[3:]) for step in how)
@@ -960,13 +955,12 @@ def test_a_build_ends_on_a_stopping_signal_at_each_moment_leaving_no_compiler_an
     try:
         status = process.wait(timeout=120)  # at once; a build that goes on would take 600 s
         assert status == -getattr(signal, how), (tmp_path / "stderr").read_text()[-3000:]
-        wait_for(lambda: not alive(started(tmp_path)), "the compilers stopped", seconds=60)
+        wait_for(lambda: not left_running(tmp_path), "the compilers and their children stopped", seconds=60)
         assert_no_leftovers_soon(cache, tmp_path / "tmp")
     finally:  # the test's own clean-up: the builder, and the fake compilers it started
         if process.poll() is None:
             kill_group(process)
-        for pid in alive(started(tmp_path)):
-            os.kill(pid, signal.SIGKILL)
+        processes.kill_groups(started(tmp_path))
 
 
 # A process that builds the table at `import torch_dlpack_bridge` while another of its threads forks (as a
@@ -1150,8 +1144,6 @@ def test_a_builder_killed_while_a_process_forked_during_its_build_lives_leaves_n
     """A process forked exactly while the build starts a compiler, then the builder's death (SIGKILL): the
     watchdog still stops the compilers and removes the build's folder, as it does without the fork (the forked
     process holds neither the watchdog's stdin open nor the builder's start of that compiler)."""
-    import signal
-
     with open(tmp_path / "stderr", "w") as stderr:
         process = fork_during_the_build(uncovered, tmp_path, "compiler", slow_compiler(tmp_path),
                                         stdout=subprocess.DEVNULL, stderr=stderr)
@@ -1161,12 +1153,11 @@ def test_a_builder_killed_while_a_process_forked_during_its_build_lives_leaves_n
         assert (tmp_path / "child").exists(), (tmp_path / "stderr").read_text()[-3000:]
         process.kill()
         process.wait()
-        wait_for(lambda: not alive(started(tmp_path)), "the compilers stopped by the watchdog", seconds=50)
+        wait_for(lambda: not left_running(tmp_path), "the compilers stopped by the watchdog", seconds=50)
         assert_no_leftovers_soon(uncovered["TORCH_DLPACK_BRIDGE_CACHE"], tmp_path / "tmp")
     finally:
         kill_group(process)
-        for pid in alive(started(tmp_path)):  # the test's own clean-up: the fake compilers it started
-            os.kill(pid, signal.SIGKILL)
+        processes.kill_groups(started(tmp_path))  # the test's own clean-up: the fake compilers it started
 
 
 def test_a_private_build_stopped_by_sigterm_leaves_nothing(uncovered, tmp_path):

@@ -9,7 +9,41 @@ import time
 
 import pytest
 
+import processes
 from torch_dlpack_bridge import _build
+
+
+def compiler_with_a_child(tmp_path, child, check=None):
+    """A fake compiler driver that runs as g++ does: it starts a child of its own (as g++ starts cc1plus, as and
+    ld), `child` (a shell command), then records its pid (its command's process group: the build starts each
+    command as a group's leader) in tmp_path/pids and waits for the child. `check`, if given, is what it runs for
+    the declarations check (-fsyntax-only) instead."""
+    script = tmp_path / "fake-c++"
+    script.write_text(f"""#!/bin/sh
+case "$*" in *-fsyntax-only*) {check or ':'};; esac
+{child} &
+echo $$ >> {tmp_path / 'pids'}
+wait
+""")
+    script.chmod(0o755)
+    return str(script)
+
+
+def started(tmp_path):
+    """The process groups of the fake compilers that ran (compiler_with_a_child), each with its child running."""
+    path = tmp_path / "pids"
+    return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+
+def wait_for(condition, seconds=120):
+    """Polls `condition` until it holds or `seconds` passed (generous: a loaded machine is slow to start a
+    process); returns whether it held."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_a_stopped_build_starts_no_further_command(tmp_path):
@@ -82,10 +116,7 @@ def test_ctrl_c_whose_signal_lands_on_another_thread_still_stops_the_build_at_on
     for name in ("a.cpp", "b.cpp"):
         (src / name).write_text("")
     pids = tmp_path / "pids"
-    compiler = tmp_path / "fake-c++"
-    compiler.write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 60\n")
-    compiler.chmod(0o755)
-    monkeypatch.setenv("CXX", str(compiler))
+    monkeypatch.setenv("CXX", compiler_with_a_child(tmp_path, "sleep 60"))
     target = _build.TorchTarget(version="2.13.0", cxx11_abi=True, rocm=False, root=str(tmp_path))
 
     def interrupt_from_this_thread():
@@ -103,6 +134,46 @@ def test_ctrl_c_whose_signal_lands_on_another_thread_still_stops_the_build_at_on
         assert time.monotonic() - start < 30
     finally:
         signal.signal(signal.SIGINT, previous)
+        processes.kill_groups(started(tmp_path))  # the test's own clean-up, where it failed
+
+
+@pytest.mark.parametrize("how", ["failed-sibling", "timeout", "ctrl-c"])
+def test_a_stopped_build_leaves_no_process_of_its_commands_groups(tmp_path, monkeypatch, how):
+    """Issue 62: a compiler driver has children of its own in its process group (g++: cc1plus, as, ld). A build
+    stopped by a failing sibling (the declarations check), by its time limit or by Ctrl-C kills each command's
+    whole group, so that none of those children runs on. Killing the command's pid alone went unseen while every
+    fake compiler replaced itself with `sleep`, alone in its group."""
+    import signal
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("a.cpp", "b.cpp"):
+        (src / name).write_text("")
+    fail_once_both_run = f"until [ $(cat {tmp_path / 'pids'} 2>/dev/null | wc -l) -ge 2 ]; do sleep 0.05; done; exit 1"
+    monkeypatch.setenv("CXX", compiler_with_a_child(tmp_path, "sleep 600",
+                                                    check=fail_once_both_run if how == "failed-sibling" else None))
+    target = _build.TorchTarget(version="2.13.0", cxx11_abi=True, rocm=False, root=str(tmp_path))
+    raised, message = {"failed-sibling": (RuntimeError, "-fsyntax-only.*\nfailed with exit code 1"),
+                       "timeout": (_build.BuildTimeout, "timed out after 3 s"), "ctrl-c": (KeyboardInterrupt, "")}[how]
+
+    def interrupt_once_both_run(main):
+        wait_for(lambda: len(started(tmp_path)) >= 2)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, whatever runs pytest
+    try:
+        if how == "ctrl-c":
+            threading.Thread(target=interrupt_once_both_run, args=(threading.get_ident(),), daemon=True).start()
+        with pytest.raises(raised, match=message):  # a build that never stops times out after 60 s (600 s left)
+            _build.compile_table(target, str(tmp_path / "out" / "lib.so"), jobs=3, src=str(src),
+                                 timeout=3 if how == "timeout" else 60)
+        groups = started(tmp_path)
+        assert len(groups) >= 2, "the compilers did not start"
+        assert wait_for(lambda: not processes.in_groups(groups), seconds=60), [
+            processes.command_line(pid) for pid in processes.in_groups(groups)]  # at once; 600 s if left
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        processes.kill_groups(started(tmp_path))  # the test's own clean-up, where it failed
 
 
 def test_a_file_opened_after_a_build_under_the_watchdog_pipes_number_reaches_a_child_forked_later_intact(tmp_path):
@@ -180,7 +251,7 @@ def test_a_builder_killed_as_it_starts_a_command_leaves_that_command_unrun(tmp_p
     the command never runs (it ran, unknown to the watchdog, and outlived the build)."""
     import sys
 
-    from test_autoload import alive
+    from processes import alive
 
     started, ran = tmp_path / "started", tmp_path / "ran"
     builder = f"""

@@ -276,17 +276,35 @@ def test_cache_files_are_never_opened_through_a_symbolic_link(cache, tmp_path, l
     assert "building the exchange table for torch" in state["import_error"] and "failed" in state["import_error"]
 
 
-def test_hung_compiler_is_an_import_error_naming_the_log(cache, tmp_path):
+def test_hung_compiler_is_an_import_error_naming_the_log_and_leaves_no_process_of_its_group(cache, tmp_path):
+    """A compiler that hangs (here a driver waiting for a child of its own, as g++ waits for cc1plus) past the
+    build's time limit: the import fails saying so, and no process of the compiler's group runs on (killing the
+    driver's pid alone left its children: two `sleep 600` after the suite)."""
     import time
 
+    import processes
+
     start = time.monotonic()
-    state, _ = import_as(NIGHTLY, CXX=fake_compiler(tmp_path, "sleep 600\n"),
-                         TORCH_DLPACK_BRIDGE_BUILD_TIMEOUT="1", **cache)
-    message = state["import_error"]
-    assert "timed out after 1 s" in message and "TORCH_DLPACK_BRIDGE_BUILD_TIMEOUT sets the limit" in message
-    folder, _ = nightly_folder(cache)
-    assert f"(log: {folder}/build.log)" in message
-    assert time.monotonic() - start < 300  # about 5 s; generous for a loaded machine, far below the compiler's 600 s
+    pids = tmp_path / "pids"
+
+    def groups():
+        return [int(pid) for pid in pids.read_text().split()] if pids.exists() else []
+
+    try:
+        state, _ = import_as(NIGHTLY, CXX=fake_compiler(tmp_path, f"sleep 600 &\necho $$ >> {pids}\nwait\n"),
+                             TORCH_DLPACK_BRIDGE_BUILD_TIMEOUT="1", **cache)
+        message = state["import_error"]
+        assert "timed out after 1 s" in message and "TORCH_DLPACK_BRIDGE_BUILD_TIMEOUT sets the limit" in message
+        folder, _ = nightly_folder(cache)
+        assert f"(log: {folder}/build.log)" in message
+        assert time.monotonic() - start < 300  # about 5 s; generous for a loaded machine, far below 600 s
+        assert groups(), "no compiler started its child within the time limit"
+        deadline = time.monotonic() + 60
+        while processes.in_groups(groups()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes.in_groups(groups()) == [], "processes of a timed-out compiler's group still run"
+    finally:  # the test's own clean-up, where it failed
+        processes.kill_groups(groups())
 
 
 def test_missing_python_headers_are_an_import_error_naming_the_package(cache):
