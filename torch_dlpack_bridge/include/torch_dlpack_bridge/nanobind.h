@@ -184,9 +184,8 @@ TDB_MODULE_LOCAL inline bool wrap_nanobind_function(PyObject* f) {
  * it at the end of `NB_MODULE`, after the last `def` (a function defined later is not wrapped). The call is dispatched
  * once either way: the reasons are worded only for a refused call, by each parameter type's checks, and a producer
  * without a table is asked `__dlpack__` once per call; a call that is taken costs a few nanoseconds more, nothing per
- * tensor.
- * Any other function is left as it is (nothing to explain: its calls cost what they did). Does nothing with the
- * limited API (`NB_STABLE_ABI`).
+ * tensor. Any other function is left as it is (nothing to explain: its calls cost what they did). Does nothing with
+ * the limited API (`NB_STABLE_ABI`).
  */
 inline void explain_refusals(nanobind::module_& m) {
 #if !defined(Py_LIMITED_API)
