@@ -164,12 +164,11 @@ def install(prefer: Optional[str] = None) -> None:
     """
     global _saved
     library = _loaded()
-    if not prefer and os.environ.get(PREFER_ENV) not in (None, "", "torch", "bridge"):
-        raise ValueError(f"{PREFER_ENV}={os.environ[PREFER_ENV]!r}: prefer must be 'torch' or 'bridge' (the "
-                         f"default), or the variable unset")
-    prefer = prefer or os.environ.get(PREFER_ENV) or "bridge"
+    from_env = not prefer and os.environ.get(PREFER_ENV)
+    prefer = prefer or from_env or "bridge"
     if prefer not in ("torch", "bridge"):
-        raise ValueError(f"prefer must be 'torch' or 'bridge', not {prefer!r}")
+        named = f"{PREFER_ENV}={prefer!r}: " if from_env else ""
+        raise ValueError(f"{named}prefer must be 'torch' or 'bridge' (the default), not {prefer!r}")
     if _saved is None:
         _saved = {name: torch.Tensor.__dict__.get(name, _MISSING) for name in (CAPSULE_ATTR, INT_ATTR)}
     native = native_capsule()
